@@ -1,0 +1,88 @@
+"""What every chapter calls first (hand-written plumbing, not generated from a chapter).
+
+    from annotated_transformer.notebook import setup_chapter
+    profile = setup_chapter()
+
+`setup_chapter` makes Altair charts work with no network (the JavaScript travels inside the
+page), makes matplotlib draw crisp SVG figures, seeds Python's and PyTorch's random generators
+(NumPy code takes a `numpy.random.default_rng(seed)` of its own), and returns the compute
+profile (see the introduction). Nothing happens at import time; the plotting libraries are
+imported only when a chapter asks, so the package itself does not need them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from annotated_transformer.profile import Profile, current_profile
+
+OFFLINE_RENDERER = "annotated-transformer-offline"
+
+
+def offline_altair_html(spec: dict[str, Any], **embed_options: Any) -> dict[str, str]:
+    """Render a Vega-Lite spec as HTML that carries Vega itself, so it draws without a CDN.
+
+    Altair's "inline" template puts the vega-embed bundle (from `vl-convert-python`) into the
+    page. Its scripts are turned into ES modules so that each chart has its own scope: as plain
+    scripts, two charts on one page would declare `spec` twice, and the bundle would clash with
+    the globals of the book's theme.
+    """
+    import altair as alt
+    from altair.utils.html import spec_to_html
+
+    html = spec_to_html(
+        spec,
+        mode="vega-lite",
+        vega_version=alt.VEGA_VERSION,
+        vegaembed_version=alt.VEGAEMBED_VERSION,
+        vegalite_version=alt.VEGALITE_VERSION,
+        output_div=f"altair-{uuid.uuid4().hex[:12]}",
+        embed_options=embed_options or {"actions": False},
+        fullhtml=False,
+        template="inline",
+    )
+    html = html.replace('<script type="text/javascript">', '<script type="module">')
+    return {"text/html": html}
+
+
+def enable_offline_altair() -> None:
+    """Make Altair draw every chart with `offline_altair_html`."""
+    import altair as alt
+
+    alt.renderers.register(OFFLINE_RENDERER, offline_altair_html)
+    alt.renderers.enable(OFFLINE_RENDERER)
+
+
+def enable_crisp_matplotlib() -> None:
+    """Draw matplotlib figures as SVG: sharp at any zoom, in the notebook and in the book."""
+    import matplotlib.pyplot as plt
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats("svg")
+    plt.rcParams.update(
+        {
+            "figure.figsize": (7.0, 3.6),
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "svg.hashsalt": "annotated-transformer",  # stable element ids between builds
+        }
+    )
+
+
+def setup_chapter(seed: int | None = 0) -> Profile:
+    """Prepare a chapter: offline charts, crisp figures, seeded generators. Returns the profile."""
+    enable_offline_altair()
+    enable_crisp_matplotlib()
+    if seed is not None:
+        import random
+
+        import torch
+
+        random.seed(seed)
+        torch.manual_seed(seed)
+    profile = current_profile()
+    print(profile.describe())
+    return profile

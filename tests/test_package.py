@@ -1,0 +1,98 @@
+"""The package as users get it: a clean import, the command line, the profile, Table 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from annotated_transformer import complexity
+from annotated_transformer.cli import main
+from annotated_transformer.profile import ENV_VAR, Profile, current_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_prints_nothing_and_seeds_nothing() -> None:
+    code = (
+        "import torch, random\n"
+        "torch.manual_seed(123); random.seed(123)\n"
+        "state, pystate = torch.get_rng_state(), random.getstate()\n"
+        "import annotated_transformer, annotated_transformer.profile\n"
+        "import annotated_transformer.complexity, annotated_transformer.notebook\n"
+        "import annotated_transformer.cli\n"
+        "assert torch.equal(state, torch.get_rng_state()), 'import changed the torch seed'\n"
+        "assert pystate == random.getstate(), 'import changed the random seed'\n"
+        "import sys\n"
+        "assert 'altair' not in sys.modules and 'matplotlib' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == ""
+
+
+def test_console_script_help_and_version() -> None:
+    exe = Path(sys.executable).parent / "annotated-transformer"
+    result = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "annotated-transformer" in result.stdout and "info" in result.stdout
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("annotated-transformer ")
+
+
+def test_info_lists_each_generated_module_with_its_chapter(capsys: pytest.CaptureFixture) -> None:
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "annotated_transformer.profile" in out and "book/introduction.ipynb" in out
+    assert "annotated_transformer.complexity" in out and "book/background.ipynb" in out
+    assert "annotated_transformer.cli " not in out  # hand-written modules are not listed
+
+
+def test_unknown_command_is_a_clear_error(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def test_profile_defaults_and_override() -> None:
+    assert current_profile({}, cuda=False) == Profile("quick", "cpu")
+    assert current_profile({}, cuda=True) == Profile("full", "cuda")
+    assert current_profile({ENV_VAR: " FULL "}, cuda=False).name == "full"
+    assert Profile("full", "cuda").pick(quick=1, full=2) == 2
+
+
+def test_profile_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match=r"ANNOTATED_TRANSFORMER_PROFILE='fast' is not a profile"):
+        current_profile({ENV_VAR: "fast"}, cuda=False)
+    with pytest.raises(ValueError, match="unknown profile 'medium'"):
+        Profile("medium", "cpu")
+
+
+def test_table1_rows() -> None:
+    n, d, k, r = 100, 512, 3, 10
+    rows = {row.layer: row for row in complexity.table1(n, d, k, r)}
+    assert rows["Self-Attention"] == complexity.LayerCost("Self-Attention", n * n * d, 1, 1)
+    assert (
+        rows["Recurrent"].complexity == n * d * d and rows["Recurrent"].sequential_operations == n
+    )
+    assert rows["Convolutional"].complexity == k * n * d * d
+    assert rows["Convolutional"].maximum_path_length == pytest.approx(4.1918, abs=1e-4)  # log_3 100
+    assert rows["Self-Attention (restricted)"].maximum_path_length == n / r
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: complexity.self_attention(0, 512), "n must be a positive integer, got 0"),
+        (lambda: complexity.recurrent(10, 2.5), "d must be a positive integer, got 2.5"),
+        (lambda: complexity.convolutional(10, 8, 1), "kernel width k must be at least 2"),
+        (lambda: complexity.restricted_self_attention(10, 8, -1), "r must be a positive integer"),
+    ],
+)
+def test_table1_rejects_bad_sizes(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -1,0 +1,18 @@
+# Sourced by tools/book.sh and tools/test.sh: make .venv (Python 3.11+) and install the pinned
+# requirements and this package into it. Safe to run again; pip skips what is already there.
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  done
+fi
+if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "error: this project needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $("$PYTHON" --version)"
+  "$PYTHON" -m venv .venv
+fi
+echo "setup: installing requirements.txt and the package into .venv"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
