@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import export
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
-
-spec = importlib.util.spec_from_file_location("export", ROOT / "tools" / "export.py")
-export = importlib.util.module_from_spec(spec)
-sys.modules["export"] = export
-spec.loader.exec_module(export)
 
 
 def test_there_are_chapters() -> None:

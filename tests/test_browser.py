@@ -11,7 +11,6 @@ Without Chromium these tests skip, except under CI (`CI=true`), where they must 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import export
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,11 +33,6 @@ BUILD_COMMAND = ["jupyter-book", "build", ".", "--all", "-W", "-n", "--keep-goin
 # declares THEBE_JS_URL twice (its live-code feature is off here), and the theme's mode switch
 # logs "invalid theme mode" on a first visit. Anything else fails the test.
 HARMLESS = ("Identifier 'THEBE_JS_URL' has already been declared", "invalid theme mode")
-
-spec = importlib.util.spec_from_file_location("export", ROOT / "tools" / "export.py")
-export = importlib.util.module_from_spec(spec)
-sys.modules["export"] = export
-spec.loader.exec_module(export)
 
 
 def chromium_path() -> str | None:

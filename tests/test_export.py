@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -15,10 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "export_project"
 EXPORT = ROOT / "tools" / "export.py"
 
-spec = importlib.util.spec_from_file_location("export", EXPORT)
-export = importlib.util.module_from_spec(spec)
-sys.modules["export"] = export
-spec.loader.exec_module(export)
 
 GENERATED = {  # generated module -> expected file in the fixture
     "src/annotated_transformer/shapes.py": "shapes.py",
