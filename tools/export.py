@@ -14,6 +14,10 @@ line of a code cell:
     ... --append                                    this chapter continues a module that an earlier
                                                     chapter started (say it, or it is an error)
 
+A mistake in a chapter (a malformed directive, a target outside the package, two chapters
+claiming one module without --append, ...) stops the exporter before it writes anything: exit 2,
+with a message naming the notebook and the cell.
+
 A generated module starts with a header naming its notebooks; its cells keep their order and are
 separated by two blank lines, so the output is byte-identical each time. Modules without that
 header (`__init__.py`, the CLI) are hand-written: the exporter never writes, checks or deletes them.
