@@ -193,3 +193,32 @@ def test_book_has_the_pages_and_assets_it_needs(built_book: Path) -> None:
     background = (built_book / "book" / "background.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr.net" not in background and "https://cdn" not in background
     assert 'src="../_static/mathjax/tex-chtml.js' in background
+
+
+def test_two_offline_charts_on_one_page_both_draw(browser) -> None:
+    """The reason `offline_altair_html` makes its scripts ES modules: two charts on one page."""
+    import altair as alt
+
+    from annotated_transformer.notebook import offline_altair_html
+
+    charts = [
+        alt.Chart(alt.Data(values=[{"x": i, "y": i * i} for i in range(5)]))
+        .mark_line()
+        .encode(x="x:Q", y="y:Q")
+        .to_dict()
+        for _ in range(2)
+    ]
+    body = "".join(offline_altair_html(spec)["text/html"] for spec in charts)
+    page = browser.new_page()
+    errors: list[str] = []
+    left_machine: list[str] = []
+    page.route("**/*", lambda route: (left_machine.append(route.request.url), route.abort()))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_content(f"<!DOCTYPE html><html><body>{body}</body></html>", wait_until="load")
+    page.wait_for_function(
+        "() => { const c = document.querySelectorAll(\"[id^='altair-']\");"
+        " return c.length === 2 && [...c].every(e => e.querySelector('.marks')); }",
+        timeout=20_000,
+    )
+    page.close()
+    assert errors == [] and left_machine == []
