@@ -184,6 +184,10 @@ def test_multi_head_attention_rejects_bad_sizes() -> None:
         x = torch.randn(2, 5, 256)
         layer(x, x, x)
     x = torch.randn(2, 5, 512)
+    with pytest.raises(ValueError, match=r"key \(1, 5, 512\) and value \(1, 5, 512\)"):
+        layer(x, x[:1], x[:1])  # a memory of batch 1 for a query of batch 2
+    with pytest.raises(ValueError, match=r"key \(2, 5, 512\) and value \(2, 4, 512\)"):
+        layer(x, x, x[:, :4])
     with pytest.raises(
         ValueError, match=r"\(2, 1, 4\) cannot broadcast to \(B, T_q, T_k\) = \(2, 5, 5\)"
     ):

@@ -136,6 +136,11 @@ class MultiHeadedAttention(nn.Module):
                     f"d_model={self.d_model}), got {tuple(x.shape)}"
                 )
         B, T_q, T_k = query.size(0), query.size(1), key.size(1)
+        if key.size(0) != B or value.shape[:2] != key.shape[:2]:
+            raise ValueError(
+                f"MultiHeadedAttention expects key and value of shape (B={B}, T_k, d_model) with "
+                f"one T_k, got key {tuple(key.shape)} and value {tuple(value.shape)}"
+            )
         if mask is not None and mask.dim() == 3:
             _check_mask(mask, (B, T_q, T_k), "(B, T_q, T_k)")
             mask = mask.unsqueeze(1)  # (B, 1, T_q or 1, T_k): the same mask for every head

@@ -155,5 +155,5 @@ def make_model(
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Trainable numbers in the model; a tied weight counts once."""
+    """The number of values in the model's parameters; a tied weight counts once."""
     return sum(p.numel() for p in model.parameters())  # parameters() yields a shared tensor once
