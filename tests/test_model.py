@@ -208,7 +208,7 @@ def test_sublayer_connection_post_norm_and_pre_norm() -> None:
 
 
 def test_residual_dropout_is_on_the_sublayer_output_only() -> None:
-    block = SublayerConnection(8, dropout=0.999999)  # drops (almost surely) every output
+    block = SublayerConnection(8, dropout=1.0)  # drops every value of the sub-layer's output
     x = torch.randn(4, 3, 8)
     torch.testing.assert_close(block(x, lambda x: 100 + x), F.layer_norm(x, (8,), eps=1e-6))
 
@@ -364,6 +364,7 @@ def test_table3_parameter_counts_with_tying() -> None:
     big = meta_count(ModelConfig.big(37_000, 37_000, share_embeddings=True))
     assert abs(base / 65e6 - 1) < 0.05, base
     assert abs(big / 213e6 - 1) < 0.05, big
+    assert big == 214_208_648  # the README quotes this count
     untied = meta_count(ModelConfig.base(37_000, 37_000))
     assert untied - base == 2 * 37_000 * 512  # two more (V, d_model) matrices
     assert untied / 65e6 > 1.5

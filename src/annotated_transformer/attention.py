@@ -67,10 +67,11 @@ def attention(
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
         _check_mask(mask, tuple(scores.shape), "the scores' shape (..., T_q, T_k)")
-        scores = scores.masked_fill(~mask, float("-inf"))
+        blocked = ~mask
+        scores = scores.masked_fill(blocked, float("-inf"))
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k), each row sums to 1
     if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # a row with no allowed key: NaN -> 0
+        weights = weights.masked_fill(blocked, 0.0)  # a row with no allowed key: NaN -> 0
     dropped = weights if dropout is None else dropout(weights)
     return dropped @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
 
