@@ -16,3 +16,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing requirements.txt and the package into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+# A checkout that sits beside a local copy of Multi30k (as in CI) reads it instead of downloading.
+if [ -z "${ANNOTATED_TRANSFORMER_MULTI30K:-}" ] && [ -d ../shared/data/multi30k ]; then
+  export ANNOTATED_TRANSFORMER_MULTI30K="$(cd ../shared/data/multi30k && pwd)"
+  echo "setup: reading Multi30k from $ANNOTATED_TRANSFORMER_MULTI30K"
+fi
