@@ -13,6 +13,27 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 
+def fill_batches(
+    order: Sequence[int], src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int
+) -> list[list[int]]:
+    """Cut `order` into consecutive batches, each as large as `max_tokens` allows on both sides.
+
+    A batch of B examples padded to source length S and target length T fits if
+    B · S <= max_tokens and B · T <= max_tokens, that is B · max(S, T) <= max_tokens.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0  # max(S, T) of the current batch
+    for i in np.asarray(order).tolist():
+        longest_with_i = max(longest, int(src_lengths[i]), int(tgt_lengths[i]))
+        if current and (len(current) + 1) * longest_with_i > max_tokens:
+            batches.append(current)
+            current, longest_with_i = [], max(int(src_lengths[i]), int(tgt_lengths[i]))
+        current.append(i)
+        longest = longest_with_i
+    return [*batches, current]
+
+
 class TokenBudgetBatchSampler:
     """Yield batches of example indices: similar lengths together, at most `max_tokens` per side.
 
@@ -91,21 +112,7 @@ class TokenBudgetBatchSampler:
         # the random order of the permutation above.
         order = order[np.lexsort((self.src_lengths[order], self.tgt_lengths[order]))]
 
-        batches: list[list[int]] = []
-        current: list[int] = []
-        longest_src = longest_tgt = 0
-        for i in order.tolist():
-            s = max(longest_src, int(self.src_lengths[i]))
-            t = max(longest_tgt, int(self.tgt_lengths[i]))
-            # Would the padded batch, with this example added, go over budget on either side?
-            if current and (len(current) + 1) * max(s, t) > self.max_tokens:
-                batches.append(current)
-                current = []
-                s, t = int(self.src_lengths[i]), int(self.tgt_lengths[i])
-            current.append(i)
-            longest_src, longest_tgt = s, t
-        batches.append(current)
-
+        batches = fill_batches(order, self.src_lengths, self.tgt_lengths, self.max_tokens)
         if self.shuffle:
             batches = [batches[j] for j in rng.permutation(len(batches))]
         return batches
