@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import pkgutil
 import platform
 import sys
@@ -51,6 +52,104 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_download(args: argparse.Namespace) -> int:
+    """Download every Multi30k file (checking its SHA-256) into the cache or --data-dir."""
+    from annotated_transformer import multi30k
+
+    for split in multi30k.SPLITS:
+        for lang in multi30k.LANGUAGES:
+            path = multi30k.download(split, lang, args.data_dir, progress=sys.stderr.isatty())
+            print(f"ok  {path}")
+    return 0
+
+
+def _train_config(args: argparse.Namespace):
+    from annotated_transformer.checkpoint import list_checkpoints, load_checkpoint
+    from annotated_transformer.presets import TrainConfig, preset
+
+    changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
+                                 ("accumulate", args.accumulate), ("dropout", args.dropout),
+                                 ("max_tokens", args.max_tokens), ("seed", args.seed))
+               if v is not None}  # fmt: skip
+    if args.max_steps is not None and args.epochs is None:
+        changes["epochs"] = None  # --max-steps alone: stop by steps only
+    for setting in args.set or []:
+        name, equals, value = setting.partition("=")
+        try:
+            changes[name] = json.loads(value) if equals else None
+        except json.JSONDecodeError:
+            raise ValueError(
+                f"--set {setting}: write NAME=VALUE with a JSON value (a number, true, false, "
+                f"null, or a string in double quotes)"
+            ) from None
+        if not equals:
+            raise ValueError(f"--set {setting}: write NAME=VALUE, e.g. --set warmup=2000")
+    if args.preset is not None:
+        return preset(args.preset, **changes)
+    found = list_checkpoints(args.out) if args.resume else []
+    if not found:
+        raise ValueError("give --preset (tiny, small, base or big), or --resume an existing run")
+    payload = load_checkpoint(found[-1])
+    return TrainConfig.from_dict(payload["config"], payload["path"]).replace(**changes)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train on Multi30k; under torchrun, on every process it starts."""
+    from annotated_transformer.trainer import train
+
+    config = _train_config(args)
+    outcome = train(
+        config, args.out, data_dir=args.data_dir, resume=args.resume, device=args.device,
+        progress=not args.no_progress,
+        log=lambda message: print(message, file=sys.stderr, flush=True),
+    )  # fmt: skip
+    return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate German sentences (arguments, or one per line on stdin) into English."""
+    from annotated_transformer.translate import Translator
+
+    sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
+    if not any(s.strip() for s in sentences):
+        raise ValueError("nothing to translate: give sentences as arguments or on stdin")
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    for i, sentence in enumerate(sentences, 1):
+        unknown = translator.unknown_words(sentence)
+        if unknown:
+            print(
+                f"annotated-transformer: warning: sentence {i}: {len(unknown)} word(s) not in "
+                f"the German vocabulary, read as <unk>: {', '.join(unknown)}",
+                file=sys.stderr,
+            )
+    # An empty line stays an empty line, so that output lines match input lines.
+    filled = [i for i, s in enumerate(sentences) if s.strip()]
+    translations = dict(
+        zip(filled, translator.translate([sentences[i] for i in filled]), strict=True)
+    )
+    for i in range(len(sentences)):
+        print(translations.get(i, ""))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """BLEU of greedy translations of a Multi30k split, scored by sacreBLEU."""
+    from annotated_transformer import multi30k
+    from annotated_transformer.translate import Translator, bleu_report
+
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    pairs = [(s, t) for s, t in multi30k.read_split(args.split, args.data_dir) if s.strip()]
+    hypotheses = translator.translate([s for s, _ in pairs])
+    if args.output:
+        from annotated_transformer.atomic import atomic_write
+
+        with atomic_write(args.output, "w") as file:
+            file.writelines(h + "\n" for h in hypotheses)
+    print(f"{args.split}: {len(pairs)} sentences, greedy decoding")
+    print(bleu_report(hypotheses, [t for _, t in pairs]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="annotated-transformer",
@@ -60,6 +159,51 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("info", help="versions, device, and the chapter behind each module")
     info.set_defaults(run=cmd_info)
+
+    data_help = "folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"
+    download = commands.add_parser("download", help="download Multi30k, checking every file")
+    download.add_argument("--data-dir", help="download into this folder (default: the cache)")
+    download.set_defaults(run=cmd_download)
+
+    train = commands.add_parser(
+        "train",
+        help="train on Multi30k German→English (under torchrun: on many processes)",
+        description="Train on Multi30k German→English. Run it under `torchrun --nproc_per_node "
+        "K` for K processes (NCCL on GPUs, gloo on CPUs).",
+    )
+    train.add_argument("--preset", choices=["tiny", "small", "base", "big"])
+    train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
+                       "checkpoints")  # fmt: skip
+    train.add_argument("--data-dir", help=data_help)
+    length = train.add_mutually_exclusive_group()
+    length.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    length.add_argument("--epochs", type=int, help="stop after this many passes over the data")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train.add_argument("--accumulate", type=int, help="micro-batches per optimizer step")
+    train.add_argument("--max-tokens", type=int, help="tokens per micro-batch and side")
+    train.add_argument("--dropout", type=float, help="P_drop (0 turns dropout off)")
+    train.add_argument("--seed", type=int)
+    train.add_argument(
+        "--set", action="append", metavar="NAME=VALUE", help="change any other setting of the "
+        "preset, a JSON value: --set warmup=2000 --set clip_norm=1.0",
+    )  # fmt: skip
+    train.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda if available")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(run=cmd_train)
+
+    translate = commands.add_parser("translate", help="translate German sentences into English")
+    translate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
+    translate.add_argument("--device", choices=["cpu", "cuda"])
+    translate.set_defaults(run=cmd_translate)
+
+    evaluate = commands.add_parser("evaluate", help="BLEU on a Multi30k split (sacreBLEU)")
+    evaluate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    evaluate.add_argument("--split", default="test2016", help="default: test2016")
+    evaluate.add_argument("--data-dir", help=data_help)
+    evaluate.add_argument("--output", help="also write the translations to this file")
+    evaluate.add_argument("--device", choices=["cpu", "cuda"])
+    evaluate.set_defaults(run=cmd_evaluate)
     return parser
 
 
@@ -74,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"annotated-transformer: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("annotated-transformer: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

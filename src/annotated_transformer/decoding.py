@@ -17,7 +17,12 @@ from annotated_transformer.masks import subsequent_mask
 
 @torch.no_grad()
 def greedy_decode(
-    model: nn.Module, src: Tensor, src_mask: Tensor, max_len: int, start_symbol: int
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    max_len: int,
+    start_symbol: int,
+    end_symbol: int | None = None,
 ) -> Tensor:
     """The most probable next token, one position at a time, for a batch of sources.
 
@@ -29,9 +34,12 @@ def greedy_decode(
         src_mask: (B, 1, S), True at real source tokens.
         max_len: length of the output, the start symbol included.
         start_symbol: the id every output begins with.
+        end_symbol: if given, stop early once every output holds it (what follows it in a
+            row is meaningless).
 
     Returns:
-        (B, max_len) token ids, beginning with `start_symbol`.
+        (B, L) token ids, beginning with `start_symbol`: L = max_len, or less if every output
+        ended early.
     """
     if src.dim() != 2:
         raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
@@ -49,4 +57,6 @@ def greedy_decode(
         log_probs = model.generator(out[:, -1])  # (B, V): only the last position is new
         next_token = log_probs.argmax(dim=-1, keepdim=True)  # (B, 1)
         ys = torch.cat([ys, next_token], dim=1)  # (B, t + 1)
+        if end_symbol is not None and (ys == end_symbol).any(dim=1).all():
+            break
     return ys

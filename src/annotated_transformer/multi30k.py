@@ -63,6 +63,36 @@ def file_name(split: str, lang: str) -> str:
     return f"{SPLITS[split]}.{lang}.gz"
 
 
+def download(
+    split: str, lang: str, folder: str | os.PathLike[str] | None = None, progress: bool = False
+) -> Path:
+    """Download one raw file into `folder` (default: the cache) unless a checked copy is there.
+
+    pooch checks the SHA-256 of what it downloads and keeps nothing that fails the check.
+    """
+    import pooch
+    import requests
+
+    name = file_name(split, lang)
+    url = BASE_URL + name
+    try:
+        path = pooch.retrieve(
+            url,
+            known_hash=f"sha256:{SHA256[name]}",
+            fname=name,
+            path=cache_dir() if folder is None else folder,
+            progressbar=progress,
+        )
+    except requests.RequestException as error:
+        raise OSError(
+            f"could not download {url}: {error}. Check the connection, or give a folder that "
+            f"already holds the Multi30k files (--data-dir or ${DATA_DIR_ENV})"
+        ) from error
+    except ValueError as error:  # pooch: the SHA-256 differs; the download was deleted
+        raise ValueError(f"{url}: {error}") from error
+    return Path(path)
+
+
 def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """The checked path of one raw file: from the local folder if there is one, else downloaded."""
     import pooch
@@ -70,11 +100,7 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None)
     name = file_name(split, lang)
     folder = local_dir(data_dir)
     if folder is None:
-        return Path(
-            pooch.retrieve(
-                BASE_URL + name, known_hash=f"sha256:{SHA256[name]}", fname=name, path=cache_dir()
-            )
-        )
+        return download(split, lang)
     path = folder / name
     if not path.is_file():
         raise FileNotFoundError(
@@ -96,9 +122,8 @@ def read_lines(path: Path) -> list[str]:
         return [line.rstrip("\r\n") for line in f]
 
 
-def read_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
-    """The (German, English) sentence pairs of a split, raw and untokenized, in file order."""
-    de_path, en_path = fetch(split, "de", data_dir), fetch(split, "en", data_dir)
+def read_pairs(de_path: Path, en_path: Path) -> list[tuple[str, str]]:
+    """The line-aligned (German, English) pairs of two gzip-compressed text files."""
     de, en = read_lines(de_path), read_lines(en_path)
     if len(de) != len(en):
         raise ValueError(
@@ -106,3 +131,8 @@ def read_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> li
             f"split must be line-aligned"
         )
     return list(zip(de, en, strict=True))
+
+
+def read_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
+    """The (German, English) sentence pairs of a split, raw and untokenized, in file order."""
+    return read_pairs(fetch(split, "de", data_dir), fetch(split, "en", data_dir))

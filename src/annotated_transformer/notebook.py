@@ -74,8 +74,13 @@ def enable_crisp_matplotlib() -> None:
 
 def setup_chapter(seed: int | None = 0) -> Profile:
     """Prepare a chapter: offline charts, crisp figures, seeded generators. Returns the profile."""
+    import warnings
+
     enable_offline_altair()
     enable_crisp_matplotlib()
+    # pooch imports tqdm.auto, which warns in a kernel without ipywidgets; the chapters show
+    # no progress bars, so the warning says nothing to a reader.
+    warnings.filterwarnings("ignore", message="IProgress not found")
     if seed is not None:
         import random
 

@@ -9,6 +9,7 @@ Defined in the book's chapter "The training loop".
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """
 
+import contextlib
 import math
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from annotated_transformer.batch import Batch
@@ -49,11 +51,28 @@ class StepResult:
         return self.ntokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def batch_loss(model: nn.Module, batch: Batch, criterion: nn.Module) -> Tensor:
-    """The loss summed over the target tokens of one batch (a scalar)."""
-    out = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, d_model)
-    log_probs = model.generator(out)  # (B, T, V)
-    return criterion(log_probs, batch.tgt_out)
+def batch_loss(
+    model: nn.Module, batch: Batch, criterion: nn.Module, autocast: torch.dtype | None = None
+) -> Tensor:
+    """The loss summed over the target tokens of one batch (a float32 scalar).
+
+    `autocast=torch.bfloat16` runs the model in bfloat16 where PyTorch deems it safe; the loss
+    is computed in float32 either way.
+    """
+    generator = getattr(model, "module", model).generator  # DistributedDataParallel wraps it
+    with torch.autocast(batch.src.device.type, dtype=autocast, enabled=autocast is not None):
+        out = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, d_model)
+        log_probs = generator(out)  # (B, T, V)
+    return criterion(log_probs.float(), batch.tgt_out)
+
+
+def _sum_over_processes(values: list[float], model: nn.Module, device: torch.device) -> list:
+    """`values` summed over every process of a `DistributedDataParallel` model (else as given)."""
+    if not isinstance(model, DistributedDataParallel):
+        return values
+    total = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(total)
+    return total.tolist()
 
 
 def train_step(
@@ -65,12 +84,17 @@ def train_step(
     *,
     clip_norm: float | None = None,
     state: TrainState | None = None,
+    autocast: torch.dtype | None = None,
 ) -> StepResult:
     """One optimizer step over `micro_batches`, equal to one step over all of them at once.
 
     Each micro-batch's summed loss is divided by the target tokens of the whole step, so the
     accumulated gradient is that of the per-token loss of the union. The scheduler, if given,
     advances once. A step without target tokens is skipped (no update, no schedule advance).
+
+    With a `DistributedDataParallel` model, "the whole step" is every process's micro-batches:
+    the token count is summed over the processes first, and gradients are exchanged once, after
+    the last micro-batch.
     """
     if not micro_batches:
         raise ValueError("train_step needs at least one micro-batch")
@@ -79,18 +103,24 @@ def train_step(
     state = TrainState() if state is None else state
     start = time.perf_counter()
     device = next(model.parameters()).device
-    ntokens = sum(b.ntokens for b in micro_batches)
+    local = [sum(b.ntokens for b in micro_batches), sum(b.size for b in micro_batches)]
+    ntokens, sentences = (int(v) for v in _sum_over_processes(local, model, device))
     lr = optimizer.param_groups[0]["lr"]
     state.micro_batches += len(micro_batches)
     if ntokens == 0:  # nothing to predict: 0/0 would put NaN into every parameter
         state.skipped += 1
         return StepResult(state.step, 0.0, 0, lr, None, True, time.perf_counter() - start)
 
+    distributed = isinstance(model, DistributedDataParallel)
+    # DistributedDataParallel averages gradients over the processes: undo the 1/world_size.
+    scale = torch.distributed.get_world_size() / ntokens if distributed else 1 / ntokens
     optimizer.zero_grad(set_to_none=True)
     losses = []
-    for batch in micro_batches:
-        loss = batch_loss(model, batch.to(device), criterion)
-        (loss / ntokens).backward()  # gradients add up over the micro-batches
+    for i, batch in enumerate(micro_batches):
+        last = i == len(micro_batches) - 1
+        with model.no_sync() if distributed and not last else contextlib.nullcontext():
+            loss = batch_loss(model, batch.to(device), criterion, autocast)
+            (loss * scale).backward()  # gradients add up over the micro-batches
         losses.append(loss.detach())
     grad_norm = None
     if clip_norm is not None:
@@ -100,11 +130,11 @@ def train_step(
         scheduler.step()
 
     state.step += 1
-    state.sentences += sum(b.size for b in micro_batches)
+    state.sentences += sentences
     state.tokens += ntokens
-    loss_per_token = torch.stack(losses).sum().item() / ntokens
+    (loss_sum,) = _sum_over_processes([torch.stack(losses).sum().item()], model, device)
     seconds = time.perf_counter() - start
-    return StepResult(state.step, loss_per_token, ntokens, lr, grad_norm, False, seconds)
+    return StepResult(state.step, loss_sum / ntokens, ntokens, lr, grad_norm, False, seconds)
 
 
 def groups_of(batches: Iterable[Batch], k: int) -> Iterator[list[Batch]]:
