@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from annotated_transformer import __version__
+from annotated_transformer.multi30k import DATA_DIR_ENV
 
 
 def _generated_modules() -> list[tuple[str, str]]:
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="versions, device, and the chapter behind each module")
     info.set_defaults(run=cmd_info)
 
-    data_help = "folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"
+    data_help = f"folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"
     download = commands.add_parser("download", help="download Multi30k, checking every file")
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     download.set_defaults(run=cmd_download)
