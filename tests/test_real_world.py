@@ -505,3 +505,22 @@ def test_a_metrics_line_torn_by_a_kill_is_dropped_on_resume(tmp_path):
     path.write_text('{"step": 5, "kind": "train"}\n{"step": 10, "kind": "train"}\n{"step": 1')
     MetricsLog(path, after_step=5, enabled=True)
     assert path.read_text() == '{"step": 5, "kind": "train"}\n'
+
+
+def test_a_bfloat16_autocast_step_matches_float32_closely():
+    from annotated_transformer.batch import collate
+    from annotated_transformer.label_smoothing import LabelSmoothing
+    from annotated_transformer.schedule import make_optimizer
+    from annotated_transformer.training import train_step
+
+    pairs = [(torch.randint(4, 50, (n,)), torch.randint(4, 50, (n + 2,))) for n in (5, 7, 9)]
+    losses = []
+    for autocast in (None, torch.bfloat16):
+        torch.manual_seed(0)
+        model = build_model(tiny(dropout=0.0).model_config(50, 50))
+        result = train_step(
+            model, [collate(pairs, PAD_ID)], LabelSmoothing(50, PAD_ID, 0.1),
+            make_optimizer(model.parameters()), autocast=autocast,
+        )  # fmt: skip
+        losses.append(result.loss)
+    assert losses[1] == pytest.approx(losses[0], rel=0.02)

@@ -54,16 +54,18 @@ class StepResult:
 def batch_loss(
     model: nn.Module, batch: Batch, criterion: nn.Module, autocast: torch.dtype | None = None
 ) -> Tensor:
-    """The loss summed over the target tokens of one batch (a float32 scalar).
+    """The loss summed over the target tokens of one batch (a scalar).
 
-    `autocast=torch.bfloat16` runs the model in bfloat16 where PyTorch deems it safe; the loss
-    is computed in float32 either way.
+    `autocast=torch.bfloat16` runs the model in bfloat16 where PyTorch deems it safe (on CUDA
+    that keeps the log-softmax in float32); the loss is never computed in less than float32.
     """
     generator = getattr(model, "module", model).generator  # DistributedDataParallel wraps it
     with torch.autocast(batch.src.device.type, dtype=autocast, enabled=autocast is not None):
         out = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, d_model)
         log_probs = generator(out)  # (B, T, V)
-    return criterion(log_probs.float(), batch.tgt_out)
+    if log_probs.dtype in (torch.float16, torch.bfloat16):
+        log_probs = log_probs.float()
+    return criterion(log_probs, batch.tgt_out)
 
 
 def _sum_over_processes(values: list[float], model: nn.Module, device: torch.device) -> list:
