@@ -517,7 +517,7 @@ def test_a_bfloat16_autocast_step_matches_float32_closely():
     losses = []
     for autocast in (None, torch.bfloat16):
         torch.manual_seed(0)
-        model = build_model(tiny(dropout=0.0).model_config(50, 50))
+        model = build_model(PRESETS["tiny"].replace(dropout=0.0).model_config(50, 50))
         result = train_step(
             model, [collate(pairs, PAD_ID)], LabelSmoothing(50, PAD_ID, 0.1),
             make_optimizer(model.parameters()), autocast=autocast,
