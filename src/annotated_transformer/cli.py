@@ -125,9 +125,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             )
     # An empty line stays an empty line, so that output lines match input lines.
     filled = [i for i, s in enumerate(sentences) if s.strip()]
-    translations = dict(
-        zip(filled, translator.translate([sentences[i] for i in filled]), strict=True)
-    )
+    outputs = translator.translate([sentences[i] for i in filled], progress=sys.stderr.isatty())
+    translations = dict(zip(filled, outputs, strict=True))
     for i in range(len(sentences)):
         print(translations.get(i, ""))
     return 0
@@ -140,7 +139,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     pairs = [(s, t) for s, t in multi30k.read_split(args.split, args.data_dir) if s.strip()]
-    hypotheses = translator.translate([s for s, _ in pairs])
+    hypotheses = translator.translate([s for s, _ in pairs], progress=sys.stderr.isatty())
     if args.output:
         from annotated_transformer.atomic import atomic_write
 

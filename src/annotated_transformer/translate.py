@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from annotated_transformer.batching import fill_batches
 from annotated_transformer.checkpoint import load_checkpoint
@@ -32,20 +33,20 @@ def translate_ids(
     *,
     max_len: int,
     max_tokens: int = 4096,
+    progress: bool = False,
 ) -> list[list[str]]:
     """Greedy translations of encoded sources (each (n,), ending with `</s>`), as target tokens.
 
     Sources are batched by length (at most `max_tokens` positions per batch); each output has at
-    most min(n + EXTRA_LENGTH, max_len) positions, `<s>` included.
+    most min(n + EXTRA_LENGTH, max_len) positions, `<s>` included. `progress` shows a bar.
     """
     model.eval()
     device = next(model.parameters()).device
     lengths = torch.tensor([len(s) for s in sources])
     order = torch.argsort(lengths, stable=True).tolist()
     out: list[list[str]] = [[] for _ in sources]
-    for indices in fill_batches(order, lengths.numpy(), lengths.numpy(), max_tokens):
-        if not indices:
-            continue
+    batches = [b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), max_tokens) if b]
+    for indices in tqdm(batches, desc="translate", unit="batch", disable=not progress):
         src = nn.utils.rnn.pad_sequence(
             [sources[i] for i in indices], batch_first=True, padding_value=PAD_ID
         ).to(device)  # (B, S)
@@ -130,12 +131,12 @@ class Translator:
         """The words of `sentence` that the model reads as `<unk>`."""
         return self.src_vocab.unknown(self.tokenizer(sentence))
 
-    def translate(self, sentences: Sequence[str]) -> list[str]:
-        """Greedy translations, one string per sentence."""
+    def translate(self, sentences: Sequence[str], progress: bool = False) -> list[str]:
+        """Greedy translations, one string per sentence (`progress` shows a bar)."""
         encoded = self.encode(sentences)
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.max_len,
-            max_tokens=self.config.max_tokens,
+            max_tokens=self.config.max_tokens, progress=progress,
         )  # fmt: skip
         return [detokenize(tokens) for tokens in outputs]
 
