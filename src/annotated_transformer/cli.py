@@ -138,14 +138,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from annotated_transformer.translate import Translator, bleu_report
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    pairs = [(s, t) for s, t in multi30k.read_split(args.split, args.data_dir) if s.strip()]
+    raw = multi30k.read_split(args.split, args.data_dir)
+    pairs = [(s, t) for s, t in raw if s.strip() and t.strip()]  # as corpus.tokenize_split does
     hypotheses = translator.translate([s for s, _ in pairs], progress=sys.stderr.isatty())
     if args.output:
         from annotated_transformer.atomic import atomic_write
 
         with atomic_write(args.output, "w") as file:
             file.writelines(h + "\n" for h in hypotheses)
-    print(f"{args.split}: {len(pairs)} sentences, greedy decoding")
+    skipped = (
+        f" ({len(raw) - len(pairs)} pairs with an empty side left out)"
+        if len(raw) > len(pairs)
+        else ""
+    )
+    print(f"{args.split}: {len(pairs)} sentences{skipped}, greedy decoding")
     print(bleu_report(hypotheses, [t for _, t in pairs]))
     return 0
 

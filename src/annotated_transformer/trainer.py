@@ -16,6 +16,7 @@ import platform
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -122,21 +123,14 @@ def stop_requests() -> Iterator[list[int]]:
             raise KeyboardInterrupt
         caught.append(signum)
 
-    if threading_main():
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # the only thread allowed to
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    else:  # signal handlers can only be set from the main thread
-        previous = {}
     try:
         yield caught
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-
-
-def threading_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 class MetricsLog:

@@ -81,8 +81,7 @@ class Translator:
     config: TrainConfig
     src_vocab: Vocab
     tgt_vocab: Vocab
-    src_lang: str = "de"
-    tgt_lang: str = "en"
+    src_lang: str = "de"  # the source language's tokenizer rules
 
     def __post_init__(self) -> None:
         self.tokenizer = Tokenizer(self.src_lang)
