@@ -125,34 +125,139 @@ def cmd_translate(args: argparse.Namespace) -> int:
             )
     # An empty line stays an empty line, so that output lines match input lines.
     filled = [i for i, s in enumerate(sentences) if s.strip()]
-    outputs = translator.translate([sentences[i] for i in filled], progress=sys.stderr.isatty())
+    outputs = translator.translate(
+        [sentences[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
+        progress=sys.stderr.isatty(),
+    )  # fmt: skip
     translations = dict(zip(filled, outputs, strict=True))
     for i in range(len(sentences)):
         print(translations.get(i, ""))
     return 0
 
 
+def _decoding_name(beam: int, alpha: float) -> str:
+    return "greedy decoding" if beam == 1 else f"beam search, {beam} beams, alpha {alpha}"
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """BLEU of greedy translations of a Multi30k split, scored by sacreBLEU."""
-    from annotated_transformer import multi30k
-    from annotated_transformer.translate import Translator, bleu_report
+    """Translate Multi30k splits and score them with sacreBLEU; optionally record the results."""
+    import shlex
+
+    import torch
+
+    from annotated_transformer import evaluation
+    from annotated_transformer.translate import Translator
+
+    splits = list(evaluation.EVAL_SPLITS) if args.split == ["all"] else args.split
+    for split in splits:
+        if split not in evaluation.EVAL_SPLITS:
+            raise ValueError(
+                f"--split {split}: expected one of {', '.join(evaluation.EVAL_SPLITS)} or all"
+            )
+    if args.output and len(splits) > 1:
+        raise ValueError("--output takes the translations of one split; use --results for many")
+    if args.beam < 1:
+        raise ValueError(f"--beam must be at least 1 (1 is greedy decoding), got {args.beam}")
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    origin = translator.origin
+    averaged = origin.get("averaged_from")
+    tag = args.tag or "-".join([
+        f"avg{len(averaged)}" if averaged else "last",
+        "greedy" if args.beam == 1 else f"beam{args.beam}",
+    ])  # fmt: skip
+    device = next(translator.model.parameters()).device
+    cpu = platform.processor() or platform.machine()
+    device_name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads, {cpu})"
+    )
+    for split in splits:
+        result = evaluation.evaluate_split(
+            translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,
+            progress=sys.stderr.isatty(),
+        )  # fmt: skip
+        skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
+        print(f"{split}: {len(result.hypotheses)} sentences{skipped}, "
+              f"{_decoding_name(args.beam, args.alpha)}, {result.seconds:.1f} s")  # fmt: skip
+        for key in ("sacrebleu", "chrf", "bleu_lowercase"):
+            print(f"  {result.scores[key]['text']}")
+        if args.output:
+            from annotated_transformer.atomic import atomic_write
+
+            with atomic_write(args.output, "w") as file:
+                file.writelines(h + "\n" for h in result.hypotheses)
+        if args.results:
+            path = evaluation.write_results(
+                result, args.results, tag,
+                command=shlex.join(["annotated-transformer", *sys.argv[1:]]),
+                checkpoint=origin,
+                decoding={
+                    "beam_size": args.beam,
+                    "alpha": args.alpha if args.beam > 1 else None,
+                    "max_output_tokens": "source tokens + 50 (§6.1)",
+                },
+                device=device_name, data_dir=args.data_dir,
+            )  # fmt: skip
+            print(f"  wrote {path}")
+    return 0
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
+    from pathlib import Path
+
+    from annotated_transformer.averaging import (
+        average_checkpoints,
+        check_average_path,
+        last_checkpoints,
+    )
+    from annotated_transformer.checkpoint import save_checkpoint
+
+    out = check_average_path(args.out)
+    paths: list = []
+    for given in args.checkpoints:
+        if Path(given).is_dir():
+            paths.extend(last_checkpoints(given, args.last))
+        else:
+            paths.append(Path(given))
+    payload = average_checkpoints(paths)
+    save_checkpoint(out, payload)
+    steps = ", ".join(str(entry["step"]) for entry in payload["averaged_from"])
+    print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
+    return 0
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    """Translate one sentence and save every head's attention weights for it as JSON."""
+    import shlex
+
+    import torch
+
+    from annotated_transformer.attention_maps import attention_maps, save_attention_maps
+    from annotated_transformer.translate import Translator, translate_ids
+    from annotated_transformer.vocab import BOS, BOS_ID, EOS, detokenize
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    raw = multi30k.read_split(args.split, args.data_dir)
-    pairs = [(s, t) for s, t in raw if s.strip() and t.strip()]  # as corpus.tokenize_split does
-    hypotheses = translator.translate([s for s, _ in pairs], progress=sys.stderr.isatty())
-    if args.output:
-        from annotated_transformer.atomic import atomic_write
-
-        with atomic_write(args.output, "w") as file:
-            file.writelines(h + "\n" for h in hypotheses)
-    skipped = (
-        f" ({len(raw) - len(pairs)} pairs with an empty side left out)"
-        if len(raw) > len(pairs)
-        else ""
-    )
-    print(f"{args.split}: {len(pairs)} sentences{skipped}, greedy decoding")
-    print(bleu_report(hypotheses, [t for _, t in pairs]))
+    (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
+    (words,) = translate_ids(
+        translator.model, [src], translator.tgt_vocab, max_len=translator.config.max_len,
+        beam_size=args.beam, alpha=args.alpha,
+    )  # fmt: skip
+    tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
+    device = next(translator.model.parameters()).device
+    maps = attention_maps(translator.model, src.to(device), tgt.to(device))
+    translation = detokenize(words)
+    about = {
+        "command": shlex.join(["annotated-transformer", *sys.argv[1:]]),
+        "checkpoint": translator.origin,
+        "source": args.text,
+        "translation": translation,
+        "unknown_words": translator.unknown_words(args.text),
+    }
+    src_tokens = [*translator.tokenizer(args.text), EOS]
+    save_attention_maps(args.output, maps, src_tokens, [BOS, *words], about)
+    print(f"{translation}\nwrote {args.output}")
     return 0
 
 
@@ -201,16 +306,58 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
     translate.add_argument("--device", choices=["cpu", "cuda"])
+    _decoding_options(translate)
     translate.set_defaults(run=cmd_translate)
 
-    evaluate = commands.add_parser("evaluate", help="BLEU on a Multi30k split (sacreBLEU)")
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU, chrF and lowercased BLEU on Multi30k splits (sacreBLEU)"
+    )
     evaluate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
-    evaluate.add_argument("--split", default="test2016", help="default: test2016")
+    evaluate.add_argument(
+        "--split", nargs="+", default=["test2016"], metavar="SPLIT",
+        help="val, test2016, test2017, test2018, mscoco, or all (default: test2016)",
+    )  # fmt: skip
     evaluate.add_argument("--data-dir", help=data_help)
     evaluate.add_argument("--output", help="also write the translations to this file")
+    evaluate.add_argument(
+        "--results", metavar="DIR", help="record each split in DIR: SPLIT-TAG.json (command, "
+        "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations)",
+    )  # fmt: skip
+    evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4)")
     evaluate.add_argument("--device", choices=["cpu", "cuda"])
+    _decoding_options(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
+
+    attention = commands.add_parser(
+        "attention", help="save every head's attention weights for one translated sentence"
+    )
+    attention.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    attention.add_argument("--output", required=True, help="JSON file to write")
+    attention.add_argument("text", help="one German sentence")
+    attention.add_argument("--device", choices=["cpu", "cuda"])
+    _decoding_options(attention)
+    attention.set_defaults(run=cmd_attention)
+
+    average = commands.add_parser(
+        "average", help="average the last checkpoints of a run into one model (§6.1)"
+    )
+    average.add_argument(
+        "checkpoints", nargs="+", metavar="PATH",
+        help="a run folder (its last --last checkpoints), or checkpoint files",
+    )  # fmt: skip
+    average.add_argument("--last", type=int, default=5, help="checkpoints per run folder (5)")
+    average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt")
+    average.set_defaults(run=cmd_average)
     return parser
+
+
+def _decoding_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--beam", type=int, default=4, help="beam size; 1 is greedy decoding (default: 4, §6.1)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty alpha (default: 0.6, §6.1)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

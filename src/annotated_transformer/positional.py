@@ -35,17 +35,19 @@ class _PositionalBase(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
 
-    def _check_length(self, x: Tensor) -> int:
+    def _check_length(self, x: Tensor, offset: int) -> int:
         if x.dim() != 3:
             raise ValueError(
                 f"{type(self).__name__} expects embedded tokens (B, T, d_model), "
                 f"got {tuple(x.shape)}"
             )
         T = x.size(1)
-        if T > self.max_len:
+        if offset < 0:
+            raise ValueError(f"offset must be a position (>= 0), got {offset}")
+        if offset + T > self.max_len:
             raise ValueError(
-                f"sequence of {T} positions is longer than max_len={self.max_len} of this "
-                f"{type(self).__name__}; build the model with a larger max_len"
+                f"sequence of {offset + T} positions is longer than max_len={self.max_len} of "
+                f"this {type(self).__name__}; build the model with a larger max_len"
             )
         return T
 
@@ -58,16 +60,17 @@ class PositionalEncoding(_PositionalBase):
         dropout: P_drop on the sum.
         max_len: the longest sequence accepted.
 
-    Shape: (B, T, d_model) -> (B, T, d_model), T <= max_len.
+    Shape: (B, T, d_model) -> (B, T, d_model), T <= max_len. `offset` is the position of the
+    first of the T (0 in training; t when decoding one position at a time, Part IV).
     """
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
         super().__init__(dropout, max_len)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:
-        T = self._check_length(x)
-        return self.dropout(x + self.pe[:T])  # (B, T, d_model) + (T, d_model)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        T = self._check_length(x, offset)
+        return self.dropout(x + self.pe[offset : offset + T])  # (B, T, d_model) + (T, d_model)
 
 
 class LearnedPositionalEncoding(_PositionalBase):
@@ -76,7 +79,7 @@ class LearnedPositionalEncoding(_PositionalBase):
     One learned d_model vector per position, up to max_len; unlike the sinusoids they cannot be
     used beyond the longest position seen in training.
 
-    Shape: (B, T, d_model) -> (B, T, d_model), T <= max_len.
+    Shape: (B, T, d_model) -> (B, T, d_model), T <= max_len; `offset` as for the sinusoids.
     """
 
     def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
@@ -84,6 +87,7 @@ class LearnedPositionalEncoding(_PositionalBase):
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
 
-    def forward(self, x: Tensor) -> Tensor:
-        T = self._check_length(x)
-        return self.dropout(x + self.embedding.weight[:T])  # (B, T, d_model) + (T, d_model)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        T = self._check_length(x, offset)
+        table = self.embedding.weight[offset : offset + T]  # (T, d_model)
+        return self.dropout(x + table)  # (B, T, d_model) + (T, d_model)

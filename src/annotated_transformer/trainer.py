@@ -172,7 +172,7 @@ class Outcome:
 def validate(
     model: torch.nn.Module, data: RunData, config: TrainConfig, criterion: torch.nn.Module
 ) -> tuple[float, float, list[str]]:
-    """Validation loss per token, quick BLEU on the first `bleu_sentences`, and those outputs."""
+    """Validation loss per token, quick greedy BLEU on the first `bleu_sentences`, and outputs."""
     sampler = TokenBudgetBatchSampler(
         data.val.src_lengths, data.val.tgt_lengths, config.max_tokens, shuffle=False
     )
@@ -180,7 +180,7 @@ def validate(
     n = min(config.bleu_sentences, len(data.val))
     tokens = translate_ids(
         model, data.val.src[:n], data.tgt_vocab, max_len=config.max_len,
-        max_tokens=config.max_tokens,
+        max_tokens=config.max_tokens, beam_size=1,
     )  # fmt: skip
     hypotheses = [detokenize(t) for t in tokens]
     references = [tgt for _, tgt in data.val_text.pairs[:n]]
