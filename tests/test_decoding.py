@@ -397,6 +397,12 @@ def test_a_batch_searches_like_each_sentence_alone(copy_model):
         (dict(alpha=-0.1), "alpha must be >= 0"),
         (dict(max_len=1), "max_len must leave room for a token after the start symbol"),
         (dict(max_len=[5, 1, 5]), "max_len must leave room"),
+        (dict(beam_size=True), "beam_size must be a positive integer, got True"),
+        (dict(n_best=True), "n_best must be between 1 and beam_size=4, got True"),
+        (dict(alpha=float("nan")), "alpha must be >= 0"),
+        (dict(max_len=[5, 5]), "max_len has 2 limits for a batch of 3 sentences"),
+        (dict(max_len=4.5), "max_len must be an integer or one integer per sentence"),
+        (dict(max_len=[[5, 5, 5]]), "max_len must be an integer or one integer per sentence"),
     ],
 )
 def test_beam_search_refuses_bad_settings(kwargs, message):

@@ -531,3 +531,53 @@ def test_a_bfloat16_autocast_step_matches_float32_closely():
         )  # fmt: skip
         losses.append(result.loss)
     assert losses[1] == pytest.approx(losses[0], rel=0.02)
+
+
+# --- Part IV: recorded results and averaged checkpoints ----------------------------------------
+
+
+def test_a_committed_hypothesis_file_rescores_to_its_record(data_dir):
+    from annotated_transformer.evaluation import load_results, rescore
+
+    for name in ("test2016-avg5-beam4", "test2016-avg5-greedy", "mscoco-avg5-beam4"):
+        path = ROOT / "results" / "multi30k-small" / f"{name}.json"
+        record, again = load_results(path), rescore(path, data_dir)
+        for key in ("sacrebleu", "chrf", "bleu_lowercase"):
+            assert again[key]["score"] == record[key]["score"], (name, key)
+            assert again[key]["signature"] == record[key]["signature"]
+
+
+def test_evaluate_records_results_that_rescore(tiny_run, data_dir, capsys, tmp_path):
+    from annotated_transformer.evaluation import load_results, rescore
+
+    code, out, _ = run_cli(
+        capsys, "evaluate", "--checkpoint", str(tiny_run), "--split", "mscoco", "--beam", "2",
+        "--data-dir", str(data_dir), "--results", str(tmp_path / "rec"),
+    )  # fmt: skip
+    assert code == 0 and "chrF2|" in out and "case:lc" in out
+    path = tmp_path / "rec" / "mscoco-last-beam2.json"
+    record = load_results(path)
+    assert record["decoding"]["beam_size"] == 2 and record["sentences"] == 461
+    assert rescore(path, data_dir)["sacrebleu"]["score"] == record["sacrebleu"]["score"]
+
+
+def test_a_checkpoint_without_a_vocabulary_is_refused(tiny_run, tmp_path, capsys):
+    payload = load_checkpoint(tiny_run)
+    del payload["tgt_vocab"], payload["path"]
+    save_checkpoint(tmp_path / "novocab.pt", payload)
+    code, _, err = run_cli(
+        capsys, "translate", "--checkpoint", str(tmp_path / "novocab.pt"), "Ein Hund."
+    )
+    assert code == 1 and "novocab.pt" in err and "lacks tgt_vocab" in err
+
+
+def test_average_command_writes_a_model_that_translates(tiny_run, tmp_path, capsys):
+    out = tmp_path / "average.pt"
+    code, text, _ = run_cli(capsys, "average", str(tiny_run), "--last", "1", "--out", str(out))
+    assert code == 0 and "averaged 1 checkpoints" in text
+    assert load_checkpoint(out)["averaged_from"][0]["step"] == 40
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "1",
+                           "--out", str(tmp_path / "checkpoint-00000001.pt"))  # fmt: skip
+    assert code == 1 and "named like a training checkpoint" in err
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "9", "--out", str(out))
+    assert code == 1 and "fewer than the 9" in err
