@@ -581,3 +581,10 @@ def test_average_command_writes_a_model_that_translates(tiny_run, tmp_path, caps
     assert code == 1 and "named like a training checkpoint" in err
     code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "9", "--out", str(out))
     assert code == 1 and "fewer than the 9" in err
+
+
+def test_a_beam_size_below_one_is_one_clear_error(tiny_run, capsys):
+    code, _, err = run_cli(
+        capsys, "translate", "--checkpoint", str(tiny_run), "--beam", "0", "Hund."
+    )
+    assert code == 1 and "beam size must be at least 1 (1 is greedy decoding), got 0" in err

@@ -52,12 +52,10 @@ def _padded(sources: Sequence[torch.Tensor], device: torch.device) -> torch.Tens
 
 
 def bench_decoding(args: argparse.Namespace) -> int:
-    from functools import partial
-
     from annotated_transformer import __version__, decoding, search
-    from annotated_transformer import translate as translate_module
     from annotated_transformer.masks import padding_mask
     from annotated_transformer.multi30k import read_split
+    from annotated_transformer.trainer import describe_device
     from annotated_transformer.translate import EXTRA_LENGTH, Translator, translate_ids
     from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -88,10 +86,10 @@ def bench_decoding(args: argparse.Namespace) -> int:
             limit = min(len(source) + 1 + EXTRA_LENGTH, max_len)
             decoding.greedy_decode(model, src, padding_mask(src, PAD_ID), limit, BOS_ID, EOS_ID)
 
-    def batched(beam: int) -> Callable[[], object]:
+    def batched(beam: int, keep_greedy: bool = True) -> Callable[[], object]:
         return lambda: translate_ids(
             model, sources, translator.tgt_vocab, max_len=max_len,
-            max_tokens=translator.max_tokens, beam_size=beam,
+            max_tokens=translator.max_tokens, beam_size=beam, keep_greedy=keep_greedy,
         )  # fmt: skip
 
     print(f"{args.split}: {n} sentences, {translator.origin['path']}, {device}")
@@ -103,12 +101,7 @@ def bench_decoding(args: argparse.Namespace) -> int:
                f"translate --beam 1 (max_tokens {translator.max_tokens})")  # fmt: skip
         record("beam 4, cached, batched", _timed(batched(4), device), n,
                "translate --beam 4 (alpha 0.6, greedy lane)")  # fmt: skip
-        plain = partial(search.beam_search, keep_greedy=False)
-        original, translate_module.beam_search = translate_module.beam_search, plain
-        try:
-            record("beam 4 plain", _timed(batched(4), device), n, "without the greedy lane")
-        finally:
-            translate_module.beam_search = original
+        record("beam 4 plain", _timed(batched(4, False), device), n, "without the greedy lane")
         # Cached vs uncached at equal batches, every output forced to FORCED_TOKENS tokens.
         batch = args.batch
         groups = [sources[i : i + batch] for i in range(0, n, batch)]
@@ -135,16 +128,13 @@ def bench_decoding(args: argparse.Namespace) -> int:
     }
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
-    threads = torch.get_num_threads()
     report = {
         "benchmark": "decoding",
         "command": " ".join(["python -m annotated_transformer.bench", *sys.argv[1:]]),
         "checkpoint": translator.origin,
         "split": args.split,
         "sentences": n,
-        "device": torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"cpu ({threads} threads, {platform.processor() or platform.machine()})",
+        "device": describe_device(device),
         "results": results,
         "ratios": {name: round(value, 2) for name, value in ratios.items()},
         "versions": {

@@ -143,9 +143,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Translate Multi30k splits and score them with sacreBLEU; optionally record the results."""
     import shlex
 
-    import torch
-
     from annotated_transformer import evaluation
+    from annotated_transformer.trainer import describe_device
     from annotated_transformer.translate import Translator
 
     splits = list(evaluation.EVAL_SPLITS) if args.split == ["all"] else args.split
@@ -156,8 +155,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             )
     if args.output and len(splits) > 1:
         raise ValueError("--output takes the translations of one split; use --results for many")
-    if args.beam < 1:
-        raise ValueError(f"--beam must be at least 1 (1 is greedy decoding), got {args.beam}")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     origin = translator.origin
     averaged = origin.get("averaged_from")
@@ -165,13 +162,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         f"avg{len(averaged)}" if averaged else "last",
         "greedy" if args.beam == 1 else f"beam{args.beam}",
     ])  # fmt: skip
-    device = next(translator.model.parameters()).device
-    cpu = platform.processor() or platform.machine()
-    device_name = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"cpu ({torch.get_num_threads()} threads, {cpu})"
-    )
+    device_name = describe_device(next(translator.model.parameters()).device)
     for split in splits:
         result = evaluation.evaluate_split(
             translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,

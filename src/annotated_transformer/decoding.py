@@ -4,7 +4,8 @@
 """Turning a trained model into output sequences: greedy decoding.
 
 Defined in the book's chapter "A first example: learning to copy" (the simple version, which
-re-runs the decoder over the whole prefix at every step).
+re-runs the decoder over the whole prefix at every step; `annotated_transformer.search` has the
+cached one of the chapter "Decoding").
 
 Shapes: B sentences, S source positions, t output positions so far.
 """

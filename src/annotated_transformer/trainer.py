@@ -280,7 +280,7 @@ def _train(
                     "annotated_transformer": __version__,
                     "torch": torch.__version__,
                     "python": platform.python_version(),
-                    "device": describe_device(procs),
+                    "device": describe_device(procs.device),
                     "processes": procs.world_size,
                 },
                 file,
@@ -325,7 +325,7 @@ def _train(
         epoch_total = config.epochs * steps_per_epoch
         total = epoch_total if total is None else min(total, epoch_total)
     say(
-        f"train: {procs.world_size} process(es) on {describe_device(procs)}; "
+        f"train: {procs.world_size} process(es) on {describe_device(procs.device)}; "
         f"{steps_per_epoch:,} steps per epoch; stopping at step {total:,}"
     )
 
@@ -422,7 +422,8 @@ def _vals(last: dict) -> dict:
     return {"val_loss": last["val_loss"], "val_bleu": last["val_bleu"]}
 
 
-def describe_device(procs: Processes) -> str:
-    if procs.device.type == "cuda":
-        return torch.cuda.get_device_name(procs.device)
+def describe_device(device: torch.device) -> str:
+    """A device as run records name it: the GPU's model, or the CPU's thread count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
     return f"cpu ({torch.get_num_threads()} threads)"

@@ -36,6 +36,7 @@ def translate_ids(
     max_tokens: int = 4096,
     beam_size: int = 4,
     alpha: float = 0.6,
+    keep_greedy: bool = True,
     progress: bool = False,
 ) -> list[list[str]]:
     """Translations of encoded sources (each (n,), ending with `</s>`), as target tokens.
@@ -44,8 +45,10 @@ def translate_ids(
     greedy decoding. Sources are batched by length, at most `max_tokens` source positions per
     batch for greedy and a k-th of that for k beams. An output has at most n + EXTRA_LENGTH
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
-    `progress` shows a bar.
+    `keep_greedy` is `beam_search`'s; `progress` shows a bar.
     """
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(f"beam size must be at least 1 (1 is greedy decoding), got {beam_size}")
     model.eval()
     device = next(model.parameters()).device
     lengths = torch.tensor([len(s) for s in sources])
@@ -62,7 +65,9 @@ def translate_ids(
         if beam_size == 1:
             rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
         else:
-            found = beam_search(model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha)
+            found = beam_search(
+                model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha, keep_greedy=keep_greedy
+            )
             rows = [hypotheses[0][0] for hypotheses in found]
         for i, row in zip(indices, rows, strict=True):
             out[i] = tgt_vocab.decode(row)
@@ -74,15 +79,6 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]):
     from sacrebleu.metrics import BLEU
 
     return BLEU().corpus_score(list(hypotheses), [list(references)])
-
-
-def bleu_report(hypotheses: Sequence[str], references: Sequence[str]) -> str:
-    """`bleu` as sacreBLEU prints it, with its signature: what to quote so others can compare."""
-    from sacrebleu.metrics import BLEU
-
-    metric = BLEU()
-    score = metric.corpus_score(list(hypotheses), [list(references)])
-    return score.format(signature=str(metric.get_signature()))
 
 
 @dataclass
