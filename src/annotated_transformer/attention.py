@@ -126,10 +126,10 @@ class MultiHeadedAttention(nn.Module):
         """(B, T_q, d_model), (B, T_k, d_model), (B, T_k, d_model) -> (B, T_q, d_model)."""
         return self.attend(query, key, value, mask)[0]
 
-    def attend(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Like `forward`, but also returns the weights of every head, (B, h, T_q, T_k)."""
+    def _check_inputs(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None
+    ) -> Tensor | None:
+        """Raise a clear error for misshapen inputs; return the mask as (B, 1 or h, T_q, T_k)."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.size(-1) != self.d_model:
                 raise ValueError(
@@ -142,9 +142,20 @@ class MultiHeadedAttention(nn.Module):
                 f"MultiHeadedAttention expects key and value of shape (B={B}, T_k, d_model) with "
                 f"one T_k, got key {tuple(key.shape)} and value {tuple(value.shape)}"
             )
-        if mask is not None and mask.dim() == 3:
+        if mask is None:
+            return None
+        if mask.dim() == 3:
             _check_mask(mask, (B, T_q, T_k), "(B, T_q, T_k)")
-            mask = mask.unsqueeze(1)  # (B, 1, T_q or 1, T_k): the same mask for every head
+            return mask.unsqueeze(1)  # (B, 1, T_q or 1, T_k): the same mask for every head
+        _check_mask(mask, (B, self.h, T_q, T_k), "(B, h, T_q, T_k)")
+        return mask
+
+    def attend(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Like `forward`, but also returns the weights of every head, (B, h, T_q, T_k)."""
+        mask = self._check_inputs(query, key, value, mask)
+        B = query.size(0)
         q = self.w_q(query).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_q, d_k)
         k = self.w_k(key).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
         v = self.w_v(value).view(B, -1, self.h, self.d_v).transpose(1, 2)  # (B, h, T_k, d_v)

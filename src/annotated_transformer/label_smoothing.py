@@ -125,18 +125,22 @@ class LabelSmoothing(nn.Module):
     def extra_repr(self) -> str:
         return f"size={self.size}, padding_idx={self.padding_idx}, smoothing={self.smoothing}"
 
-    def forward(self, log_probs: Tensor, target: Tensor) -> Tensor:
-        if log_probs.dim() == 0 or log_probs.size(-1) != self.size:
+    def _check_inputs(self, scores: Tensor, target: Tensor) -> None:
+        """Raise a clear error unless scores (..., V) and target (...) fit this loss."""
+        if scores.dim() == 0 or scores.size(-1) != self.size:
             raise ValueError(
-                f"log_probs must have size={self.size} classes in its last dimension, "
-                f"got shape {tuple(log_probs.shape)}"
+                f"the scores must have size={self.size} classes in their last dimension, "
+                f"got shape {tuple(scores.shape)}"
             )
-        if target.shape != log_probs.shape[:-1]:
+        if target.shape != scores.shape[:-1]:
             raise ValueError(
-                f"target must have the shape of log_probs without its last dimension, "
-                f"{tuple(log_probs.shape[:-1])}, got {tuple(target.shape)}"
+                f"target must have the shape of the scores without their last dimension, "
+                f"{tuple(scores.shape[:-1])}, got {tuple(target.shape)}"
             )
         _check_target(target, self.size)
+
+    def forward(self, log_probs: Tensor, target: Tensor) -> Tensor:
+        self._check_inputs(log_probs, target)
         acc = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
         pad = self.padding_idx
         log_p_y = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).to(acc)  # (...)

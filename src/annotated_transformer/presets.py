@@ -41,6 +41,8 @@ class TrainConfig:
     # Bookkeeping (changing these does not change the trained weights)
     seed: int = 0
     bf16: bool = True  # bfloat16 autocast on CUDA (ignored on a CPU)
+    fast: bool = True  # the fast paths of "Making it fast", proven equal to the reference code
+    compile: bool = False  # torch.compile the model (slow to start; pays off on long GPU runs)
     log_every: int = 50  # steps between lines of metrics.jsonl
     eval_every: int = 500  # steps between validation loss and BLEU
     bleu_sentences: int = 200  # validation sentences translated for the quick BLEU
@@ -50,8 +52,8 @@ class TrainConfig:
 
     # Fields that may change when a run is resumed: they decide when to stop and what to record.
     BOOKKEEPING = (
-        "epochs", "max_steps", "bf16", "log_every", "eval_every", "bleu_sentences",
-        "save_every", "save_minutes", "keep",
+        "epochs", "max_steps", "bf16", "fast", "compile", "log_every", "eval_every",
+        "bleu_sentences", "save_every", "save_minutes", "keep",
     )  # fmt: skip
 
     def __post_init__(self) -> None:

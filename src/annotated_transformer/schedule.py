@@ -74,14 +74,16 @@ def make_optimizer(
     *,
     betas: tuple[float, float] = (0.9, 0.98),
     eps: float = 1e-9,
+    fused: bool = False,
 ) -> torch.optim.Adam:
     """Adam with the paper's β₁ = 0.9, β₂ = 0.98, ε = 1e-9 (§5.3) and a base rate lr = 1.0.
 
     The base rate is not meant to be used as it is: `noam_scheduler` multiplies it by Eq. (3), so
     that the rate in effect is exactly `rate(n)`. (PyTorch's own defaults are betas=(0.9, 0.999),
-    eps=1e-8.)
+    eps=1e-8.) `fused=True` updates every parameter in one kernel instead of a loop over them:
+    the same algorithm, faster (the chapter "Making it fast").
     """
-    return torch.optim.Adam(params, lr=1.0, betas=betas, eps=eps)
+    return torch.optim.Adam(params, lr=1.0, betas=betas, eps=eps, fused=fused or None)
 
 
 def noam_scheduler(

@@ -12,7 +12,7 @@ sentences from the batch as soon as they have ended.
 Shapes: B sentences, S source positions, k beam size, V target vocabulary, L output positions.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -120,6 +120,9 @@ def beam_search(
     alpha: float = 0.6,
     n_best: int = 1,
     keep_greedy: bool = True,
+    *,
+    start: Callable = start_cache,
+    step: Callable = decode_step,
 ) -> list[list[tuple[list[int], float]]]:
     """Beam search with GNMT's length penalty, batched over sentences and beams (§6.1).
 
@@ -140,6 +143,9 @@ def beam_search(
             of the beams and then costs nothing; only when the beam drops it does it get a row
             of its own. Off: plain beam search, which loses the greedy hypothesis for a few
             sentences in a hundred.
+        start, step: how the decoder state begins and advances: `start_cache` and
+            `decode_step` (the cache). The benchmark passes ones that re-run the decoder over
+            the whole prefix instead, to measure what the cache is worth.
 
     Returns:
         for each sentence, up to `n_best` pairs (token ids, score), best first. The ids begin
@@ -158,7 +164,7 @@ def beam_search(
     B, k, device = src.size(0), beam_size, src.device
     NONE, OWN = -2, -1  # lane states: ended (or no lane), or on a row of its own
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-    cache = start_cache(model, model.encode(src, src_mask), src_mask)  # one row per sentence
+    cache = start(model, model.encode(src, src_mask), src_mask)  # one row per sentence
     # Rows: `width` beam rows per sentence (1 at the start, then k), then the greedy lanes that
     # have rows of their own. Per-sentence state is indexed by position among the active ones.
     history = torch.full((B, 1), start_symbol, dtype=torch.long, device=device)  # (rows, t)
@@ -174,7 +180,7 @@ def beam_search(
         finished[int(active[i])].append((score / length_penalty(t, alpha), ids))
 
     for t in range(1, int(limits.max())):
-        log_probs, cache = decode_step(model, history[:, -1], cache)  # (rows, V)
+        log_probs, cache = step(model, history[:, -1], cache)  # (rows, V)
         b, V = active.numel(), log_probs.size(-1)
         first = torch.arange(b, device=device) * width  # (b,): each sentence's first beam row
         total = scores.unsqueeze(-1) + log_probs[: b * width].view(b, width, V)  # (b, width, V)

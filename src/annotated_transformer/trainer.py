@@ -40,6 +40,7 @@ from annotated_transformer.checkpoint import (
 from annotated_transformer.corpus import EncodedSplit, TokenizedSplit, encode_split, tokenize_split
 from annotated_transformer.distributed import Processes, any_process, gather, init_processes
 from annotated_transformer.distributed import shutdown as leave_processes
+from annotated_transformer.fast import LabelSmoothingFromLogits, accelerate
 from annotated_transformer.label_smoothing import LabelSmoothing
 from annotated_transformer.model import build_model
 from annotated_transformer.presets import TrainConfig
@@ -289,10 +290,13 @@ def _train(
 
     torch.manual_seed(config.seed)  # the same initial weights on every process
     model = build_model(config.model_config(len(data.src_vocab), len(data.tgt_vocab)))
+    if config.fast:  # the same parameters and results, computed faster ("Making it fast")
+        accelerate(model)
     model.to(procs.device)
-    optimizer = make_optimizer(model.parameters())
+    optimizer = make_optimizer(model.parameters(), fused=config.fast)
     scheduler = noam_scheduler(optimizer, config.d_model, config.lr_factor, config.warmup)
-    criterion = LabelSmoothing(len(data.tgt_vocab), PAD_ID, config.label_smoothing)
+    loss = LabelSmoothingFromLogits if config.fast else LabelSmoothing
+    criterion = loss(len(data.tgt_vocab), PAD_ID, config.label_smoothing)
     state, epoch, epoch_step, elapsed = TrainState(), 0, 0, 0.0
     if payload is not None:
         model.load_state_dict(payload["model"])
@@ -310,9 +314,11 @@ def _train(
     else:
         torch.manual_seed(config.seed + 1 + procs.rank)  # dropout differs between processes
     net = model
+    if config.compile:  # batch shapes vary: compile for dynamic shapes once, not per shape
+        net = torch.compile(model, dynamic=True)
     if procs.world_size > 1:
         device_ids = [procs.device] if procs.backend == "nccl" else None
-        net = DistributedDataParallel(model, device_ids=device_ids)
+        net = DistributedDataParallel(net, device_ids=device_ids)
     sampler = TokenBudgetBatchSampler(
         data.train.src_lengths, data.train.tgt_lengths, config.max_tokens,
         shuffle=True, seed=config.seed, num_replicas=procs.world_size, rank=procs.rank,

@@ -58,10 +58,14 @@ def batch_loss(
 
     `autocast=torch.bfloat16` runs the model in bfloat16 where PyTorch deems it safe (on CUDA
     that keeps the log-softmax in float32); the loss is never computed in less than float32.
+    A criterion with `takes_logits = True` (the fused loss of the chapter "Making it fast")
+    receives the generator's logits, without the log-softmax.
     """
     generator = getattr(model, "module", model).generator  # DistributedDataParallel wraps it
     with torch.autocast(batch.src.device.type, dtype=autocast, enabled=autocast is not None):
         out = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, d_model)
+        if getattr(criterion, "takes_logits", False):
+            return criterion(generator.proj(out), batch.tgt_out)  # logits (B, T, V)
         log_probs = generator(out)  # (B, T, V)
     if log_probs.dtype in (torch.float16, torch.bfloat16):
         log_probs = log_probs.float()

@@ -1,0 +1,524 @@
+"""Part V, "Making it fast": every fast path equals the reference code it replaces.
+
+The fused attention and projections, `accelerate`, the loss from logits, fused Adam, bfloat16
+autocast and `torch.compile` against the book's reference code; `nn.Transformer` as the
+benchmark builds it against our model with the same weights; the `train` benchmark end to end
+and its errors. Tests that read Multi30k are skipped where it is not available.
+"""
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from annotated_transformer import bench, multi30k
+from annotated_transformer.attention import MultiHeadedAttention
+from annotated_transformer.batch import Batch
+from annotated_transformer.fast import (
+    FastMultiHeadedAttention,
+    LabelSmoothingFromLogits,
+    accelerate,
+)
+from annotated_transformer.label_smoothing import LabelSmoothing
+from annotated_transformer.model import ModelConfig, build_model, make_model
+from annotated_transformer.presets import preset
+from annotated_transformer.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.trainer import train
+from annotated_transformer.training import batch_loss, train_step
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+PAD = 0
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    folder = multi30k.local_dir() or (SHARED if SHARED.is_dir() else None)
+    if folder is None:
+        pytest.skip(f"no local Multi30k: set {multi30k.DATA_DIR_ENV} or place it at {SHARED}")
+    return Path(folder)
+
+
+def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> Batch:
+    """Random ids with right padding of different lengths on both sides."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(1, V, (B, S), generator=g)
+    tgt = torch.randint(1, V, (B, T + 1), generator=g)
+    for i in range(B):
+        src[i, S - i :] = PAD if i else src[i, S - i :]
+        tgt[i, T + 1 - i :] = PAD if i else tgt[i, T + 1 - i :]
+    return Batch.from_tensors(src, tgt, PAD)
+
+
+def check_attention(reference: MultiHeadedAttention, query, key, value, mask, fused=True):
+    fast = FastMultiHeadedAttention.from_reference(reference, fused_qkv=fused)
+    same_input = query is key  # keep the identity: it decides which fused product is used
+    for module in (reference, fast):
+        q = query.detach().clone().requires_grad_()
+        k = q if same_input else key.detach().clone().requires_grad_()
+        v = k if key is value else value.detach().clone().requires_grad_()
+        out = module(q, k, v, mask)
+        out.backward(torch.linspace(-1, 1, out.numel()).view_as(out))
+        grads = [t.grad for t in dict.fromkeys([q, k, v])] + [
+            p.grad.clone() for p in module.parameters()
+        ]
+        module.zero_grad(set_to_none=True)
+        if module is reference:
+            expected = (out.detach(), grads)
+    torch.testing.assert_close(out.detach(), expected[0], rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, expected[1], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+# --- fused attention ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize(
+    "options", [{}, {"bias": True}, {"d_k": 4, "d_v": 12}, {"d_k": 6, "d_v": 2, "bias": True}]
+)
+def test_fast_attention_equals_the_reference_for_every_use(options, fused):
+    torch.manual_seed(0)
+    b = a_batch()
+    mha = MultiHeadedAttention(4, 16, dropout=0.0, **options)
+    x = torch.randn(b.size, b.src.size(1), 16)  # (B, S, d_model)
+    y = torch.randn(b.size, b.tgt_in.size(1), 16)  # (B, T, d_model)
+    check_attention(mha, x, x, x, b.src_mask, fused)  # encoder self-attention, (B, 1, S)
+    check_attention(mha, y, y, y, b.tgt_mask, fused)  # decoder self-attention, (B, T, T)
+    check_attention(mha, y, x, x, b.src_mask, fused)  # encoder-decoder attention
+    check_attention(mha, y, x, x.flip(1), b.src_mask, fused)  # key is not value
+    check_attention(mha, y, y, y, None, fused)  # no mask
+    causal = torch.ones(1, y.size(1), y.size(1), dtype=torch.bool).tril()
+    check_attention(mha, y, y, y, causal, fused)  # (1, T, T), broadcast over the batch
+    per_head = b.tgt_mask.unsqueeze(1).expand(-1, 4, -1, -1).clone()  # (B, h, T, T)
+    per_head[:, 1] = True
+    check_attention(mha, y, y, y, per_head, fused)
+
+
+def test_a_query_that_may_attend_to_nothing_gets_zeros_like_the_reference():
+    torch.manual_seed(1)
+    b = a_batch()
+    mha = MultiHeadedAttention(2, 8, dropout=0.0)
+    y = torch.randn(b.size, b.tgt_in.size(1), 8)
+    mask = b.tgt_mask.clone()
+    mask[0, 3] = False
+    mask[2] = False  # a whole sentence
+    check_attention(mha, y, y, y, mask)
+    fast = FastMultiHeadedAttention.from_reference(mha)
+    out = fast(y, y, y, mask)
+    assert out[0, 3].abs().max() == 0 and out[2].abs().max() == 0
+    assert torch.isfinite(out).all()
+
+
+def test_from_reference_shares_the_parameters_and_draws_no_random_numbers():
+    mha = MultiHeadedAttention(4, 16, dropout=0.3, d_k=8, d_v=2)
+    state = torch.get_rng_state()
+    fast = FastMultiHeadedAttention.from_reference(mha)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert [id(p) for p in fast.parameters()] == [id(p) for p in mha.parameters()]
+    assert list(fast.state_dict()) == list(mha.state_dict())
+    assert (fast.h, fast.d_k, fast.d_v, fast.dropout.p) == (4, 8, 2, 0.3)
+    assert fast.training and not FastMultiHeadedAttention.from_reference(mha.eval()).training
+    assert "fused_qkv=True" in repr(fast)
+
+
+def test_attention_dropout_is_applied_in_training_only():
+    torch.manual_seed(2)
+    mha = MultiHeadedAttention(2, 8, dropout=0.5)
+    fast = FastMultiHeadedAttention.from_reference(mha)
+    y = torch.randn(3, 5, 8)
+    assert not torch.allclose(fast(y, y, y), fast(y, y, y))  # two different dropout draws
+    mha.eval(), fast.eval()
+    expected = mha(y, y, y)
+    torch.testing.assert_close(fast(y, y, y), expected)
+    # In expectation, dropout leaves the output unchanged (weights are rescaled by 1/(1-p)).
+    fast.train()
+    mean = torch.stack([fast(y, y, y) for _ in range(3000)]).mean(0)
+    torch.testing.assert_close(mean, expected, rtol=0, atol=0.05)
+
+
+@pytest.mark.parametrize(
+    "query, key, mask, message",
+    [
+        (torch.randn(2, 5, 7), torch.randn(2, 5, 8), None, "query of shape"),
+        (torch.randn(2, 5, 8), torch.randn(3, 5, 8), None, "key and value of shape"),
+        (torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.ones(2, 5, 5), "bool"),
+        (
+            torch.randn(2, 5, 8),
+            torch.randn(2, 5, 8),
+            torch.ones(2, 4, 5).bool(),
+            "cannot broadcast",
+        ),
+        (torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.ones(2, 3, 5, 5).bool(), "(B, h, T_q"),
+    ],
+)
+def test_fast_attention_refuses_bad_input_like_the_reference(query, key, mask, message):
+    mha = MultiHeadedAttention(2, 8, dropout=0.0)
+    for module in (mha, FastMultiHeadedAttention.from_reference(mha)):
+        with pytest.raises((ValueError, TypeError), match=message.replace("(", r"\(")):
+            module(query, key, key, mask)
+
+
+# --- whole models ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"norm_first": True}, {"positional": "learned", "d_k": 4, "d_v": 12}]
+)
+def test_an_accelerated_model_has_the_same_loss_gradients_and_state_dict(options):
+    torch.manual_seed(3)
+    model = make_model(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0, **options)
+    fast = accelerate(copy.deepcopy(model))
+    assert accelerate(fast) is fast  # idempotent: nothing left to replace
+    kinds = [type(m) for m in fast.modules() if isinstance(m, MultiHeadedAttention)]
+    assert kinds == [FastMultiHeadedAttention] * 6
+    assert list(fast.state_dict()) == list(model.state_dict())
+    b, criterion = a_batch(V=40), LabelSmoothing(40, PAD, 0.1)
+    losses = []
+    for m in (model, fast):
+        loss = batch_loss(m, b, criterion)
+        loss.backward()
+        losses.append(loss.item())
+    assert math.isclose(losses[0], losses[1], rel_tol=1e-6)
+    for (name, p), q in zip(model.named_parameters(), fast.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6, msg=name)
+    reference = make_model(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0, **options)
+    reference.load_state_dict(fast.state_dict())  # a checkpoint of one loads into the other
+
+
+def test_a_checkpoint_of_an_accelerated_model_translates_with_the_cached_decoder():
+    from annotated_transformer.search import greedy_decode
+
+    torch.manual_seed(4)
+    model = make_model(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()
+    fast = accelerate(copy.deepcopy(model)).eval()
+    b = a_batch(V=40)
+    with torch.no_grad():
+        ys = [greedy_decode(m, b.src, b.src_mask, 10, 1, 2) for m in (model, fast)]
+    assert torch.equal(ys[0], ys[1])
+
+
+# --- the loss from logits ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.4])
+@pytest.mark.parametrize("pad", [0, 2, 9])
+def test_the_loss_from_logits_equals_label_smoothing_and_its_gradient(smoothing, pad):
+    torch.manual_seed(5)
+    logits = torch.randn(4, 6, 10, dtype=torch.float64) * 3
+    target = torch.randint(0, 10, (4, 6))
+    target[0] = pad  # a sentence of padding only
+    target[1, 3:] = pad
+    z1, z2 = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    ours = LabelSmoothingFromLogits(10, pad, smoothing)(z1, target)
+    theirs = LabelSmoothing(10, pad, smoothing)(z2.log_softmax(-1), target)
+    ours.backward(torch.tensor(2.5, dtype=torch.float64))
+    theirs.backward(torch.tensor(2.5, dtype=torch.float64))
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(z1.grad, z2.grad, rtol=1e-10, atol=1e-12)
+    assert (z1.grad[0] == 0).all()  # padded positions get no gradient
+    small, small_target = logits[:2, :3].clone().requires_grad_(), target[:2, :3]
+    loss = LabelSmoothingFromLogits(10, pad, smoothing)
+    assert torch.autograd.gradcheck(lambda z: loss(z, small_target), (small,))
+
+
+def test_the_loss_from_logits_sums_in_float32_for_half_logits():
+    torch.manual_seed(6)
+    logits = torch.randn(3, 5, 50)
+    target = torch.randint(1, 50, (3, 5))
+    z = logits.bfloat16().requires_grad_()
+    loss = LabelSmoothingFromLogits(50, PAD, 0.1)(z, target)
+    loss.backward()
+    assert loss.dtype == torch.float32 and z.grad.dtype == torch.bfloat16
+    exact = LabelSmoothing(50, PAD, 0.1)(z.detach().float().log_softmax(-1), target)
+    torch.testing.assert_close(loss, exact, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "logits, target, message",
+    [
+        (torch.randn(2, 3, 9), torch.zeros(2, 3, dtype=torch.long), "size=10 classes"),
+        (torch.randn(2, 3, 10), torch.zeros(2, 4, dtype=torch.long), "shape of the scores"),
+        (torch.randn(2, 3, 10), torch.zeros(2, 3), "integer tensor"),
+        (torch.randn(2, 3, 10), torch.full((2, 3), 10), r"\[0, size=10\)"),
+    ],
+)
+def test_the_loss_from_logits_refuses_bad_input(logits, target, message):
+    with pytest.raises(ValueError, match=message):
+        LabelSmoothingFromLogits(10, PAD, 0.1)(logits, target)
+
+
+def test_the_training_loop_gives_logits_to_a_loss_that_takes_them():
+    torch.manual_seed(7)
+    model = make_model(40, 40, N=1, d_model=16, d_ff=32, h=4, dropout=0.0)
+    b = a_batch(V=40)
+    a = batch_loss(model, b, LabelSmoothingFromLogits(40, PAD, 0.1))
+    c = batch_loss(model, b, LabelSmoothing(40, PAD, 0.1))
+    torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-6)
+
+
+# --- optimizer, bfloat16, torch.compile --------------------------------------------------------
+
+
+def test_fused_adam_takes_the_same_steps():
+    torch.manual_seed(8)
+    one = make_model(30, 30, N=1, d_model=16, d_ff=32, h=4, dropout=0.0)
+    two = copy.deepcopy(one)
+    b = a_batch(V=30)
+    for model, fused in ((one, False), (two, True)):
+        optimizer = make_optimizer(model.parameters(), fused=fused)
+        assert bool(optimizer.defaults["fused"]) is fused
+        scheduler = noam_scheduler(optimizer, 16, 1.0, warmup=3)
+        for _ in range(6):
+            train_step(model, [b], LabelSmoothing(30, PAD, 0.1), optimizer, scheduler)
+    for p, q in zip(one.parameters(), two.parameters(), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)  # float rounding only
+
+
+def test_bfloat16_autocast_stays_close_to_float32():
+    torch.manual_seed(9)
+    model = make_model(40, 40, N=2, d_model=32, d_ff=64, h=4, dropout=0.0).eval()
+    b = a_batch(V=40)
+    for criterion in (LabelSmoothing(40, PAD, 0.1), LabelSmoothingFromLogits(40, PAD, 0.1)):
+        with torch.no_grad():
+            exact = batch_loss(model, b, criterion)
+            rounded = batch_loss(model, b, criterion, autocast=torch.bfloat16)
+        assert rounded.dtype == torch.float32
+        assert abs(rounded.item() - exact.item()) / exact.item() < 0.01
+
+
+def test_torch_compile_gives_the_same_loss_and_gradients():
+    torch.manual_seed(10)
+    model = accelerate(make_model(30, 30, N=1, d_model=16, d_ff=32, h=4, dropout=0.0))
+    compiled = torch.compile(copy.deepcopy(model), dynamic=True)
+    criterion = LabelSmoothingFromLogits(30, PAD, 0.1)
+    for seed, T in ((0, 8), (1, 5)):  # two shapes: one compiled graph for both
+        b = a_batch(seed, T=T, V=30)
+        results = []
+        for m in (model, compiled):
+            loss = batch_loss(m, b, criterion)
+            loss.backward()
+            results.append((loss.detach(), [p.grad.clone() for p in m.parameters()]))
+            m.zero_grad(set_to_none=True)
+        torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-5)
+        for got, want in zip(results[1][1], results[0][1], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+# --- the benchmark's baselines -----------------------------------------------------------------
+
+
+def copy_into_torch(ours: nn.Module, theirs: bench.TorchTransformer) -> None:
+    """Our weights in nn.Transformer's layout (its projection biases set to 0)."""
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.zero_()
+        theirs.src_embed.weight.copy_(ours.src_embed[0].embedding.weight)
+        theirs.tgt_embed.weight.copy_(ours.tgt_embed[0].embedding.weight)
+        theirs.generator.load_state_dict(ours.generator.state_dict())
+        stacks = (
+            (ours.encoder.layers, theirs.transformer.encoder.layers, ("self_attn",)),
+            (ours.decoder.layers, theirs.transformer.decoder.layers, ("self_attn", "src_attn")),
+        )
+        for our_layers, their_layers, attentions in stacks:
+            for a, t in zip(our_layers, their_layers, strict=True):
+                for name, their_name in zip(
+                    attentions, ("self_attn", "multihead_attn")[: len(attentions)], strict=True
+                ):
+                    mha, their = getattr(a, name), getattr(t, their_name)
+                    weight = torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight])
+                    their.in_proj_weight.copy_(weight)
+                    their.out_proj.weight.copy_(mha.w_o.weight)
+                t.linear1.load_state_dict(a.feed_forward.w_1.state_dict())
+                t.linear2.load_state_dict(a.feed_forward.w_2.state_dict())
+                for i, sub in enumerate(a.sublayer):
+                    getattr(t, f"norm{i + 1}").load_state_dict(sub.norm.state_dict())
+
+
+def test_the_nn_transformer_baseline_is_configured_like_our_model():
+    torch.manual_seed(11)
+    config = ModelConfig(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0, max_len=64)
+    ours, theirs = build_model(config), bench.TorchTransformer(config)
+    copy_into_torch(ours, theirs)
+    b = a_batch(V=40)
+    expected = ours(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    got = theirs(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    keep = b.tgt_out != PAD  # padded target positions are never read
+    torch.testing.assert_close(got[keep], expected[keep], rtol=1e-4, atol=1e-5)
+    # Apart from nn.Transformer's projection biases (4·d_model + ... per attention), the same size.
+    biases = sum(
+        m.in_proj_bias.numel() + m.out_proj.bias.numel()
+        for m in theirs.modules()
+        if isinstance(m, nn.MultiheadAttention)
+    )
+    count = sum(p.numel() for p in theirs.parameters())
+    assert count - biases == sum(p.numel() for p in ours.parameters())
+
+
+FAKE_2022 = """
+import this_module_does_not_exist  # never executed: only the named definitions are
+
+def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
+    ours = __import__("annotated_transformer.model", fromlist=["make_model"]).make_model
+    return ours(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
+
+def helper():  # not one of the names: never defined
+    raise AssertionError
+
+class LabelSmoothing(nn.Module):
+    def __init__(self, size, padding_idx, smoothing=0.0):
+        super().__init__()
+        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
+
+    def forward(self, x, target):
+        q = torch.full_like(x, self.smoothing / (self.size - 2))
+        q.scatter_(1, target.unsqueeze(1), 1 - self.smoothing)
+        q[:, self.padding_idx] = 0
+        q[target == self.padding_idx] = 0
+        return nn.KLDivLoss(reduction="sum")(x, q)
+"""
+
+
+def fake_2022(folder: Path) -> Path:
+    """A stand-in for the 2022 file: its make_model is ours, and the other names are stubs."""
+    names = [n for n in bench.NAMES_2022 if n not in ("make_model", "LabelSmoothing")]
+    path = folder / "the_annotated_transformer.py"
+    path.write_text(FAKE_2022 + "".join(f"\nclass {name}:\n    pass\n" for name in names))
+    return path
+
+
+def test_the_2022_loader_runs_only_the_named_definitions_and_names_what_is_missing(tmp_path):
+    code = bench.load_2022(fake_2022(tmp_path))
+    assert set(bench.NAMES_2022) <= set(code) and "helper" not in code
+    assert len(code["sha256"]) == 64
+    with pytest.raises(OSError, match=r"no_such_file\.py"):
+        bench.load_2022(tmp_path / "no_such_file.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def make_model(:\n")
+    with pytest.raises(ValueError, match=r"broken.py: not Python \(line 1"):
+        bench.load_2022(broken)
+    other = tmp_path / "other.py"
+    other.write_text("def make_model():\n    pass\n")
+    with pytest.raises(ValueError, match="defines no Decoder, DecoderLayer, Embeddings"):
+        bench.load_2022(other)
+
+
+def test_the_train_benchmark_writes_a_complete_record(data_dir, tmp_path, capsys):
+    code = fake_2022(tmp_path)
+    out = tmp_path / "bench.json"
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--data-dir",
+        str(data_dir),
+        "--batches",
+        "2",
+        "--rounds",
+        "1",
+        "--lengths",
+        "16",
+        "--code-2022",
+        str(code),
+        "--output",
+        str(out),
+    ]
+    assert bench.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "ours / nn.Transformer" in printed and f"wrote {out}" in printed
+    record = json.loads(out.read_text())
+    names = [
+        "reference",
+        "+ SDPA",
+        "+ fused QKV",
+        "+ loss from logits",
+        "ours",
+        "nn.Transformer",
+        "2022 code",
+        "2022 as published",
+    ]
+    assert list(record["results"]) == names
+    for result in record["results"].values():
+        assert result["tokens_per_second"] > 0 and result["peak_step_memory_mb"] > 0
+        assert 0 < result["model_flops_utilization"] < 1.5
+        assert len(result["tokens_per_second_per_round"]) == 1
+    assert set(record["ratios"]) >= {
+        "ours / reference",
+        "ours / nn.Transformer",
+        "ours / 2022 code",
+        "ours / 2022 as published",
+    }
+    assert record["config"]["preset"] == "tiny" and record["config"]["batches"] == 2
+    assert record["flops_per_target_token"] > 0 and record["matmul"]["flops_per_second"] > 0
+    assert record["lengths"][0]["length"] == 16 and "ours" in record["lengths"][0]
+    assert record["code_2022"]["sha256"] == bench.load_2022(code)["sha256"]
+    assert record["device"].startswith("cpu")
+
+
+def test_the_train_benchmark_errors_are_one_line(data_dir, tmp_path, capsys):
+    missing = tmp_path / "missing.py"
+    code = bench.main(
+        [
+            "train",
+            "--preset",
+            "tiny",
+            "--data-dir",
+            str(data_dir),
+            "--code-2022",
+            str(missing),
+            "--lengths",
+            "",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "missing.py" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit):
+        bench.main(["train", "--lengths", "16,x"])
+    assert "comma-separated integers" in capsys.readouterr().err
+    assert (
+        bench.main(["train", "--preset", "tiny", "--data-dir", str(data_dir), "--lengths", "4096"])
+        == 1
+    )
+    assert "exceed the preset's max_len=256" in capsys.readouterr().err
+
+
+# --- the trainer -------------------------------------------------------------------------------
+
+
+def test_training_with_the_fast_paths_follows_the_reference(data_dir, tmp_path):
+    finals = []
+    for fast in (False, True):
+        config = preset("tiny", epochs=None, max_steps=4, dropout=0.0, eval_every=1000, fast=fast)
+        outcome = train(
+            config,
+            tmp_path / str(fast),
+            data_dir=data_dir,
+            progress=False,
+            log=lambda message: None,
+        )
+        finals.append(outcome.model.state_dict())
+    for name, weight in finals[0].items():
+        torch.testing.assert_close(finals[1][name], weight, rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_beam_search_without_the_cache_finds_the_same_translations():
+    from annotated_transformer.search import beam_search
+
+    torch.manual_seed(12)
+    model = make_model(30, 30, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()
+    b = a_batch(V=30)
+    limits = [12] * b.size
+    cached = beam_search(model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3)
+    uncached = beam_search(
+        model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3,
+        start=bench.WholePrefix.start, step=bench.WholePrefix.step,
+    )  # fmt: skip
+    assert [[ids for ids, _ in best] for best in uncached] == [
+        [ids for ids, _ in best] for best in cached
+    ]
+    for best_a, best_b in zip(cached, uncached, strict=True):
+        for (_, a), (_, c) in zip(best_a, best_b, strict=True):
+            assert math.isclose(a, c, rel_tol=1e-4, abs_tol=1e-5)
