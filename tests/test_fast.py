@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from annotated_transformer import bench, multi30k
+from annotated_transformer import bench
 from annotated_transformer.attention import MultiHeadedAttention
 from annotated_transformer.batch import Batch
 from annotated_transformer.fast import (
@@ -30,16 +30,7 @@ from annotated_transformer.schedule import make_optimizer, noam_scheduler
 from annotated_transformer.trainer import train
 from annotated_transformer.training import batch_loss, train_step
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 PAD = 0
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    folder = multi30k.local_dir() or (SHARED if SHARED.is_dir() else None)
-    if folder is None:
-        pytest.skip(f"no local Multi30k: set {multi30k.DATA_DIR_ENV} or place it at {SHARED}")
-    return Path(folder)
 
 
 def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> Batch:
@@ -47,9 +38,9 @@ def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> B
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(1, V, (B, S), generator=g)
     tgt = torch.randint(1, V, (B, T + 1), generator=g)
-    for i in range(B):
-        src[i, S - i :] = PAD if i else src[i, S - i :]
-        tgt[i, T + 1 - i :] = PAD if i else tgt[i, T + 1 - i :]
+    for i in range(1, B):  # sentence i ends i positions early (sentence 0 is full)
+        src[i, S - i :] = PAD
+        tgt[i, T + 1 - i :] = PAD
     return Batch.from_tensors(src, tgt, PAD)
 
 

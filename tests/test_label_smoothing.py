@@ -283,9 +283,9 @@ def test_bad_inputs_are_refused() -> None:
         criterion(log_probs[:, :9], target)
     with pytest.raises(ValueError, match=r"size=10 classes .* got shape \(\)"):
         criterion(torch.tensor(0.0), target)
-    with pytest.raises(ValueError, match=r"without its last dimension, \(6,\), got \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"without their last dimension, \(6,\), got \(2, 3\)"):
         criterion(log_probs, target.view(2, 3))
-    with pytest.raises(ValueError, match=r"without its last dimension, \(6,\), got \(5,\)"):
+    with pytest.raises(ValueError, match=r"without their last dimension, \(6,\), got \(5,\)"):
         criterion(log_probs, target[:5])
     with pytest.raises(ValueError, match=r"integer tensor .* got dtype torch.float32"):
         criterion(log_probs, target.float())

@@ -45,16 +45,7 @@ from annotated_transformer.vocab import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data" / "multi30k"
 WORKER = Path(__file__).with_name("ddp_worker.py")
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    folder = multi30k.local_dir() or (SHARED if SHARED.is_dir() else None)
-    if folder is None:
-        pytest.skip(f"no local Multi30k: set {multi30k.DATA_DIR_ENV} or place it at {SHARED}")
-    return Path(folder)
 
 
 def run_cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:

@@ -398,12 +398,6 @@ class Variant:
     criterion: nn.Module
     optimizer: torch.optim.Optimizer
     seconds: list[float] = field(default_factory=list)  # per round
-    peak_memory: int | None = None  # bytes allocated during one step, above the start
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, repeats: int = 5) -> float:
@@ -547,10 +541,6 @@ def _variants(
     return variants
 
 
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 def _run_rounds(
     variants: list[Variant],
     batches: list,
@@ -598,6 +588,7 @@ def _synthetic_batch(length: int, max_tokens: int, vocab: int, device: torch.dev
 def bench_train(args: argparse.Namespace) -> int:
     from annotated_transformer.presets import preset
     from annotated_transformer.trainer import describe_device
+    from annotated_transformer.training import train_step
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     autocast = torch.bfloat16 if (args.bf16 or device.type == "cuda") else None
@@ -629,22 +620,20 @@ def bench_train(args: argparse.Namespace) -> int:
     )
     _run_rounds(variants, batches, args.rounds, device, autocast)
     largest = max(batches, key=lambda batch: batch.src.numel() + batch.tgt_in.numel())
-    from annotated_transformer.training import train_step
-
     results = {}
     for variant in variants:
-        variant.peak_memory = peak_step_memory(
+        peak_memory = peak_step_memory(
             lambda v=variant: train_step(
                 v.model, [largest], v.criterion, v.optimizer, autocast=autocast
             ),
             device,
         )
-        seconds = _median(variant.seconds)
+        seconds = statistics.median(variant.seconds)
         results[variant.name] = {
             "tokens_per_second": round(tokens / seconds, 1),
             "tokens_per_second_per_round": [round(tokens / s, 1) for s in variant.seconds],
             "model_flops_utilization": round(flops / seconds / rate, 4),
-            "peak_step_memory_mb": round(variant.peak_memory / 2**20, 1),
+            "peak_step_memory_mb": round(peak_memory / 2**20, 1),
             "what": variant.what,
         }
         r = results[variant.name]
@@ -656,7 +645,7 @@ def bench_train(args: argparse.Namespace) -> int:
 
     def ratio(fast: str, slow: str) -> float:
         a, b = (next(v for v in variants if v.name == n).seconds for n in (fast, slow))
-        return _median([s / f for f, s in zip(a, b, strict=True)])
+        return statistics.median([s / f for f, s in zip(a, b, strict=True)])
 
     names = [v.name for v in variants]
     steps = names[: names.index("ours") + 1]  # reference, then one fast path more each
@@ -732,7 +721,7 @@ def _bench_lengths(
         _run_rounds(variants, [batch] * 2, args.rounds, device, autocast)
         row = {"length": length, "sentences": batch.size, "target_tokens": batch.ntokens}
         for v in variants:
-            seconds = _median(v.seconds) / 2
+            seconds = statistics.median(v.seconds) / 2
             row[v.name] = {
                 "tokens_per_second": round(batch.ntokens / seconds, 1),
                 "model_flops_utilization": round(flops / seconds / rate, 4),
