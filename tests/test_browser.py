@@ -116,6 +116,23 @@ def browser(chromium: str):
         browser.close()
 
 
+def settle(page) -> None:
+    """Wait for the page's network to go quiet, up to 10 s.
+
+    "networkidle" is Chromium's heuristic (no request for 500 ms), and on a page with several
+    inline Vega bundles and MathJax it sometimes never fires although every request has finished
+    (measured: 3 of 6 loads of "Making it fast", each with all 34 requests done). The checks that
+    follow wait for what they need themselves (MathJax's promise, every chart's marks), and every
+    request the page attempts, however late, passes the route that records leaving the machine.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    except PlaywrightTimeout:
+        pass
+
+
 @pytest.mark.parametrize("page_path", book_pages())
 def test_page_renders_offline(browser, server: str, page_path: str) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -145,7 +162,7 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
 
     response = page.goto(f"{server}/{page_path}", wait_until="load")
     assert response is not None and response.ok, f"{page_path}: HTTP {response and response.status}"
-    page.wait_for_load_state("networkidle")
+    settle(page)
 
     # Math: every formula was typeset by the local MathJax, none failed.
     if page.locator(".math").count():

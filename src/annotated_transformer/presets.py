@@ -41,8 +41,8 @@ class TrainConfig:
     # Bookkeeping (changing these does not change the trained weights)
     seed: int = 0
     bf16: bool = True  # bfloat16 autocast on CUDA (ignored on a CPU)
-    fast: bool = True  # the fast paths of "Making it fast", proven equal to the reference code
-    compile: bool = False  # torch.compile the model (slow to start; pays off on long GPU runs)
+    fast: bool = True  # the fast paths of "Making it fast": equal results up to float rounding
+    compile: bool = False  # torch.compile the model (a minute to start; slower on our CPU)
     log_every: int = 50  # steps between lines of metrics.jsonl
     eval_every: int = 500  # steps between validation loss and BLEU
     bleu_sentences: int = 200  # validation sentences translated for the quick BLEU
