@@ -120,8 +120,8 @@ def settle(page) -> None:
     """Wait for the page's network to go quiet, up to 10 s.
 
     "networkidle" is Chromium's heuristic (no request for 500 ms), and on a page with several
-    inline Vega bundles and MathJax it sometimes never fires although every request has finished
-    (measured: 3 of 6 loads of "Making it fast", each with all 34 requests done). The checks that
+    inline Vega bundles and inline math ("Making it fast") it sometimes never fired although every
+    request had finished. The checks that
     follow wait for what they need themselves (MathJax's promise, every chart's marks), and every
     request the page attempts, however late, passes the route that records leaving the machine.
     """

@@ -435,8 +435,12 @@ def peak_step_memory(step: Callable[[], object], device: torch.device) -> int:
     return peak
 
 
-def step_flops(model: nn.Module, batch: Batch, criterion: nn.Module) -> int:
-    """FLOPs of one forward and backward pass (matrix products and attention), counted."""
+def count_flops(model: nn.Module, batch: Batch, criterion: nn.Module):  # -> FlopCounterMode
+    """The FLOPs of one forward and backward pass (matrix products and attention), counted.
+
+    Returns the `torch.utils.flop_counter.FlopCounterMode`: `.get_total_flops()` for the total,
+    `.get_flop_counts()` per module and operator. The gradients are cleared again.
+    """
     from torch.utils.flop_counter import FlopCounterMode
 
     from annotated_transformer.training import batch_loss
@@ -444,7 +448,7 @@ def step_flops(model: nn.Module, batch: Batch, criterion: nn.Module) -> int:
     with FlopCounterMode(display=False) as counter:
         batch_loss(model, batch, criterion).backward()
     model.zero_grad(set_to_none=True)
-    return counter.get_total_flops()
+    return counter
 
 
 def _train_batches(config: TrainConfig, args: argparse.Namespace, device: torch.device):
@@ -464,9 +468,13 @@ def _variants(
     config: ModelConfig,
     args: argparse.Namespace,
     device: torch.device,
+    old: dict[str, Any] | None,
     only: Sequence[str] | None = None,
 ) -> list[Variant]:
-    """The implementations under test (those named in `only`), each with the same initial seed."""
+    """The implementations under test (those named in `only`), each with the same initial seed.
+
+    `old` is the 2022 code from `load_2022`, or None to leave it out.
+    """
     from annotated_transformer.fast import LabelSmoothingFromLogits, accelerate
     from annotated_transformer.label_smoothing import LabelSmoothing
     from annotated_transformer.model import build_model
@@ -523,8 +531,7 @@ def _variants(
             )
         )
     specs.append(("nn.Transformer", same, lambda: baseline(TorchTransformer(config))))
-    if args.code_2022:
-        old = load_2022(args.code_2022)
+    if old is not None:
         specs.append(("2022 code", same, lambda: baseline(model_2022())))
         specs.append(
             (
@@ -597,13 +604,15 @@ def bench_train(args: argparse.Namespace) -> int:
     too_long = [n for n in args.lengths if n > train_config.max_len]
     if too_long:
         raise ValueError(f"--lengths {too_long} exceed the preset's max_len={train_config.max_len}")
-    if args.code_2022:
-        load_2022(args.code_2022)  # a wrong path fails now, not after reading the data
+    old = load_2022(args.code_2022) if args.code_2022 else None  # fails before the slow part
     src_vocab, tgt_vocab, batches = _train_batches(train_config, args, device)
     config = train_config.model_config(src_vocab, tgt_vocab)
-    variants = _variants(config, args, device)
+    variants = _variants(config, args, device, old)
     reference = variants[0]
-    flops = sum(step_flops(reference.model, batch, reference.criterion) for batch in batches)
+    flops = sum(
+        count_flops(reference.model, batch, reference.criterion).get_total_flops()
+        for batch in batches
+    )
     tokens = sum(batch.ntokens for batch in batches)
     dtype = autocast or torch.float32
     args.matmul_size = args.matmul_size or (8192 if device.type == "cuda" else 2048)
@@ -660,7 +669,7 @@ def bench_train(args: argparse.Namespace) -> int:
     ratios = {f"{a} / {b}": round(ratio(a, b), 3) for a, b in pairs}
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
-    lengths = _bench_lengths(args, config, train_config.max_tokens, device, autocast, rate)
+    lengths = _bench_lengths(args, config, train_config.max_tokens, device, autocast, rate, old)
     report = {
         "benchmark": "train",
         "command": " ".join(["python -m annotated_transformer.bench", *sys.argv[1:]]),
@@ -692,8 +701,8 @@ def bench_train(args: argparse.Namespace) -> int:
         "ratios": ratios,
         "lengths": lengths,
         "code_2022": None
-        if not args.code_2022
-        else {"file": Path(args.code_2022).name, "sha256": load_2022(args.code_2022)["sha256"]},
+        if old is None
+        else {"file": Path(args.code_2022).name, "sha256": old["sha256"]},
         "versions": _versions(),
         "date": _now(),
     }
@@ -708,6 +717,7 @@ def _bench_lengths(
     device: torch.device,
     autocast: torch.dtype | None,
     rate: float,
+    old: dict[str, Any] | None,
 ) -> list[dict]:
     """Tokens/s of reference, ours and nn.Transformer at each of `args.lengths`, equal budgets."""
     if not args.lengths:
@@ -716,8 +726,10 @@ def _bench_lengths(
     rows = []
     for length in args.lengths:
         batch = _synthetic_batch(length, max_tokens, config.tgt_vocab, device)
-        variants = _variants(config, args, device, only=("reference", "ours", "nn.Transformer"))
-        flops = step_flops(variants[0].model, batch, variants[0].criterion)
+        variants = _variants(
+            config, args, device, old, only=("reference", "ours", "nn.Transformer")
+        )
+        flops = count_flops(variants[0].model, batch, variants[0].criterion).get_total_flops()
         _run_rounds(variants, [batch] * 2, args.rounds, device, autocast)
         row = {"length": length, "sentences": batch.size, "target_tokens": batch.ntokens}
         for v in variants:

@@ -294,16 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(run=cmd_train)
 
     translate = commands.add_parser("translate", help="translate German sentences into English")
-    translate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
-    translate.add_argument("--device", choices=["cpu", "cuda"])
-    _decoding_options(translate)
+    _model_options(translate)
     translate.set_defaults(run=cmd_translate)
 
     evaluate = commands.add_parser(
         "evaluate", help="BLEU, chrF and lowercased BLEU on Multi30k splits (sacreBLEU)"
     )
-    evaluate.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
     evaluate.add_argument(
         "--split", nargs="+", default=["test2016"], metavar="SPLIT",
         help="val, test2016, test2017, test2018, mscoco, or all (default: test2016)",
@@ -315,18 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations)",
     )  # fmt: skip
     evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4)")
-    evaluate.add_argument("--device", choices=["cpu", "cuda"])
-    _decoding_options(evaluate)
+    _model_options(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
 
     attention = commands.add_parser(
         "attention", help="save every head's attention weights for one translated sentence"
     )
-    attention.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
     attention.add_argument("--output", required=True, help="JSON file to write")
     attention.add_argument("text", help="one German sentence")
-    attention.add_argument("--device", choices=["cpu", "cuda"])
-    _decoding_options(attention)
+    _model_options(attention)
     attention.set_defaults(run=cmd_attention)
 
     average = commands.add_parser(
@@ -342,7 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _decoding_options(parser: argparse.ArgumentParser) -> None:
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that loads a trained model and translates with it."""
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    parser.add_argument("--device", choices=["cpu", "cuda"])
     parser.add_argument(
         "--beam", type=int, default=4, help="beam size; 1 is greedy decoding (default: 4, §6.1)"
     )

@@ -13,6 +13,7 @@ imported only when a chapter asks, so the package itself does not need them.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 from annotated_transformer.profile import Profile, current_profile
@@ -91,3 +92,26 @@ def setup_chapter(seed: int | None = 0) -> Profile:
     profile = current_profile()
     print(profile.describe())
     return profile
+
+
+def markdown_table(rows: list[dict[str, Any]]):  # -> IPython.display.Markdown
+    """A list of dicts with the same keys, as a table in the page."""
+    from IPython.display import Markdown
+
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in rows]
+    return Markdown("\n".join(lines))
+
+
+def project_root(start: str | Path = ".") -> Path:
+    """The book's folder at or above `start`: the one holding `_toc.yml` and `results/`.
+
+    The chapters read the committed records in `results/` from there, whether or not the book
+    is a git checkout.
+    """
+    start = Path(start).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "_toc.yml").exists() and (folder / "results").is_dir():
+            return folder
+    raise FileNotFoundError(f"no folder with _toc.yml and results/ at or above {start}")

@@ -42,7 +42,7 @@ class TrainConfig:
     seed: int = 0
     bf16: bool = True  # bfloat16 autocast on CUDA (ignored on a CPU)
     fast: bool = True  # the fast paths of "Making it fast": equal results up to float rounding
-    compile: bool = False  # torch.compile the model (a minute to start; slower on our CPU)
+    compile: bool = False  # torch.compile the model (slow to start; slower on the CPU measured)
     log_every: int = 50  # steps between lines of metrics.jsonl
     eval_every: int = 500  # steps between validation loss and BLEU
     bleu_sentences: int = 200  # validation sentences translated for the quick BLEU
