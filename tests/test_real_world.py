@@ -470,7 +470,7 @@ def test_settings_are_checked():
         preset("tiny", warmpu=10)
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         preset("huge")
-    with pytest.raises(ValueError, match="d_model=100 must be divisible by h=8"):
+    with pytest.raises(ValueError, match="d_model=100 is not divisible by h=8"):
         preset("base", d_model=100)
     with pytest.raises(ValueError, match="a run needs an end"):
         preset("tiny", epochs=None, max_steps=None)

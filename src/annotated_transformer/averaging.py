@@ -86,8 +86,8 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> dict[str, An
     payloads = [load_checkpoint(path) for path in paths]
     newest = max(payloads, key=lambda p: p.get("train_state", {}).get("step", 0))
     for payload in payloads[1:]:
-        for key in ("config", "src_vocab", "tgt_vocab"):
-            if payload[key] != payloads[0][key]:
+        for key in ("config", "src_vocab", "tgt_vocab", "bpe"):
+            if payload.get(key) != payloads[0].get(key):
                 raise ValueError(
                     f"{payload['path']} and {payloads[0]['path']} have different {key}: "
                     f"checkpoints of different runs cannot be averaged"
@@ -97,6 +97,7 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> dict[str, An
         "config": newest["config"],
         "src_vocab": newest["src_vocab"],
         "tgt_vocab": newest["tgt_vocab"],
+        **({"bpe": newest["bpe"]} if "bpe" in newest else {}),  # a BPE run's tokenizer
         "model": model,
         "train_state": newest.get("train_state", {}),
         "elapsed": newest.get("elapsed"),

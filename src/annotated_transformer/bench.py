@@ -600,7 +600,8 @@ def bench_train(args: argparse.Namespace) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     autocast = torch.bfloat16 if (args.bf16 or device.type == "cuda") else None
     changes = {"max_tokens": args.max_tokens} if args.max_tokens else {}
-    train_config = preset(args.preset, **changes)
+    # nn.Transformer and the 2022 code have an embedding per side: compare like with like.
+    train_config = preset(args.preset, share_embeddings=False, **changes)
     too_long = [n for n in args.lengths if n > train_config.max_len]
     if too_long:
         raise ValueError(f"--lengths {too_long} exceed the preset's max_len={train_config.max_len}")

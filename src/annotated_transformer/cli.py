@@ -74,6 +74,8 @@ def _train_config(args: argparse.Namespace):
                if v is not None}  # fmt: skip
     if args.max_steps is not None and args.epochs is None:
         changes["epochs"] = None  # --max-steps alone: stop by steps only
+    if args.tokenizer is not None:  # BPE as the paper used it: shared, with tied embeddings
+        changes |= {"tokenizer": args.tokenizer, "share_embeddings": args.tokenizer == "bpe"}
     for setting in args.set or []:
         name, equals, value = setting.partition("=")
         try:
@@ -227,7 +229,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
     from annotated_transformer.attention_maps import attention_maps, save_attention_maps
     from annotated_transformer.translate import Translator, translate_ids
-    from annotated_transformer.vocab import BOS, BOS_ID, EOS, detokenize
+    from annotated_transformer.vocab import BOS, BOS_ID, EOS
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
@@ -238,7 +240,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
     device = next(translator.model.parameters()).device
     maps = attention_maps(translator.model, src.to(device), tgt.to(device))
-    translation = detokenize(words)
+    translation = translator.detokenize(words)
     about = {
         "command": shlex.join(["annotated-transformer", *sys.argv[1:]]),
         "checkpoint": translator.origin,
@@ -284,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--accumulate", type=int, help="micro-batches per optimizer step")
     train.add_argument("--max-tokens", type=int, help="tokens per micro-batch and side")
     train.add_argument("--dropout", type=float, help="P_drop (0 turns dropout off)")
+    train.add_argument(
+        "--tokenizer", choices=["word", "bpe"], help="word: spaCy words, a vocabulary per "
+        "language; bpe: one BPE vocabulary for both, all embeddings tied (§3.4, §5.1; set "
+        "share_embeddings=false to untie). Default: the preset's",
+    )  # fmt: skip
     train.add_argument("--seed", type=int)
     train.add_argument(
         "--set", action="append", metavar="NAME=VALUE", help="change any other setting of the "

@@ -24,10 +24,17 @@ class TrainConfig:
     d_model: int = 512
     d_ff: int = 2048
     h: int = 8
+    d_k: int | None = None  # query/key width per head; None: d_model / h (Table 3 rows A, B)
+    d_v: int | None = None  # value width per head; None: d_model / h (row A)
     dropout: float = 0.1  # P_drop (§5.4)
     max_len: int = 256  # longest sentence, in tokens, that the model reads or writes
+    norm_first: bool = False  # pre-norm; the paper's post-norm is False (§3.1)
+    positional: str = "sinusoidal"  # or "learned" (§3.5, Table 3 row E)
+    share_embeddings: bool = False  # one matrix for both embeddings and the generator (§3.4)
     # The data (§5.1)
-    min_freq: int = 2  # a word enters the vocabulary if the training split holds it this often
+    tokenizer: str = "word"  # "word": spaCy words, a vocabulary per language; "bpe": joint BPE
+    vocab_size: int = 8000  # with tokenizer="bpe": pieces in the joint vocabulary
+    min_freq: int = 2  # a word (or a BPE merge) enters the vocabulary if train has it this often
     max_tokens: int = 4096  # per micro-batch, process and side, padding included
     accumulate: int = 1  # micro-batches per optimizer step, per process
     # The optimizer (§5.3) and regularization (§5.4)
@@ -58,13 +65,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         positive = ["N", "d_model", "d_ff", "h", "max_len", "min_freq", "max_tokens", "accumulate"]
-        positive += ["warmup", "log_every", "eval_every", "save_every", "keep"]
+        positive += ["warmup", "log_every", "eval_every", "save_every", "keep", "vocab_size"]
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.d_model % self.h:
-            raise ValueError(f"d_model={self.d_model} must be divisible by h={self.h}")
+        if self.tokenizer not in ("word", "bpe"):
+            raise ValueError(f'tokenizer must be "word" or "bpe", got {self.tokenizer!r}')
+        if self.share_embeddings and self.tokenizer != "bpe":
+            raise ValueError(
+                "share_embeddings ties the source and target embeddings (§3.4), which needs one "
+                'vocabulary for both languages: set tokenizer="bpe" too'
+            )
         if not 0 <= self.dropout < 1 or not 0 <= self.label_smoothing < 1:
             raise ValueError("dropout and label_smoothing must lie in [0, 1)")
         if not self.lr_factor > 0 or not self.save_minutes > 0:
@@ -80,11 +92,14 @@ class TrainConfig:
                 f"max_tokens={self.max_tokens} must be at least max_len={self.max_len}, "
                 f"so that the longest sentence fits in a batch"
             )
+        self.model_config(1, 1)  # the model's own checks (d_model and h, d_k, positional, ...)
 
     def model_config(self, src_vocab: int, tgt_vocab: int) -> ModelConfig:
         return ModelConfig(
             src_vocab, tgt_vocab, N=self.N, d_model=self.d_model, d_ff=self.d_ff, h=self.h,
-            dropout=self.dropout, max_len=self.max_len,
+            d_k=self.d_k, d_v=self.d_v, dropout=self.dropout, norm_first=self.norm_first,
+            positional=self.positional, max_len=self.max_len,
+            share_embeddings=self.share_embeddings,
         )  # fmt: skip
 
     def replace(self, **changes: Any) -> "TrainConfig":
@@ -128,11 +143,15 @@ PRESETS = {
         N=3, d_model=256, d_ff=1024, h=8, max_tokens=2048, warmup=1000, epochs=12,
         log_every=25, eval_every=250, save_every=250, save_minutes=10.0,
     ),
-    # Table 3's base and big models: minutes on one GPU.
-    "base": TrainConfig(max_tokens=4096, warmup=2000, epochs=40, eval_every=1000),
+    # Table 3's base and big models: minutes on one GPU. As in the paper, they read one BPE
+    # vocabulary for both languages and tie both embeddings to the generator (§3.4, §5.1).
+    "base": TrainConfig(
+        max_tokens=4096, warmup=2000, epochs=40, eval_every=1000, tokenizer="bpe",
+        share_embeddings=True,
+    ),
     "big": TrainConfig(
         d_model=1024, d_ff=4096, h=16, dropout=0.3, max_tokens=4096, warmup=2000, epochs=40,
-        eval_every=1000,
+        eval_every=1000, tokenizer="bpe", share_embeddings=True,
     ),
 }  # fmt: skip
 

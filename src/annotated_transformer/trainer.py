@@ -6,8 +6,9 @@
 Defined in the book's chapter "A real-world example" (Part III). `train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
 
-A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json`, `run.json` (the command,
-versions and device), `metrics.jsonl` (one JSON object per line) and `checkpoint-STEP.pt` files.
+A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json` (and `bpe.json` when the
+run reads BPE pieces), `run.json` (the command, versions and device), `metrics.jsonl` (one JSON
+object per line) and `checkpoint-STEP.pt` files.
 """
 
 import json
@@ -45,6 +46,7 @@ from annotated_transformer.label_smoothing import LabelSmoothing
 from annotated_transformer.model import build_model
 from annotated_transformer.presets import TrainConfig
 from annotated_transformer.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.subword import BPETokenizer
 from annotated_transformer.training import (
     StepResult,
     TrainState,
@@ -52,8 +54,8 @@ from annotated_transformer.training import (
     groups_of,
     train_step,
 )
-from annotated_transformer.translate import bleu, translate_ids
-from annotated_transformer.vocab import PAD_ID, Tokenizer, Vocab, detokenize
+from annotated_transformer.translate import bleu, saved_bpe, translate_ids
+from annotated_transformer.vocab import PAD_ID, Tokenizer, Vocab
 
 
 @dataclass
@@ -66,6 +68,8 @@ class RunData:
     val: EncodedSplit
     val_text: TokenizedSplit  # raw validation pairs, the references of the quick BLEU
     notes: list[str]  # what was left out, for the log
+    tgt_tokenizer: Tokenizer | BPETokenizer  # its `detokenize` turns output tokens into text
+    bpe: BPETokenizer | None = None  # the shared tokenizer of a tokenizer="bpe" run
 
 
 def within_max_len(split: EncodedSplit, max_len: int) -> tuple[EncodedSplit, int]:
@@ -79,11 +83,24 @@ def prepare_data(
     config: TrainConfig,
     data_dir: str | os.PathLike[str] | None = None,
     vocabs: tuple[Vocab, Vocab] | None = None,
+    bpe: BPETokenizer | None = None,
 ) -> RunData:
-    """Read, tokenize and encode train and validation; build the vocabularies from train only."""
-    de, en = Tokenizer("de"), Tokenizer("en")
-    train = tokenize_split("train", multi30k.read_split("train", data_dir), de, en)
-    val = tokenize_split("val", multi30k.read_split("val", data_dir), de, en)
+    """Read, tokenize and encode train and validation; build the vocabularies from train only.
+
+    With `config.tokenizer == "bpe"`, one BPE tokenizer (given, or learned here from both sides
+    of train) reads both languages, and its vocabulary is the source's and the target's.
+    """
+    pairs = multi30k.read_split("train", data_dir)
+    if config.tokenizer == "bpe":
+        if bpe is None:
+            texts = [side for pair in pairs if pair[0].strip() and pair[1].strip() for side in pair]
+            bpe = BPETokenizer.train(texts, config.vocab_size, config.min_freq)
+        src_tokenizer, tgt_tokenizer = bpe, bpe
+        vocabs = vocabs or (bpe.vocab, bpe.vocab)
+    else:
+        bpe, src_tokenizer, tgt_tokenizer = None, Tokenizer("de"), Tokenizer("en")
+    train = tokenize_split("train", pairs, src_tokenizer, tgt_tokenizer)
+    val = tokenize_split("val", multi30k.read_split("val", data_dir), src_tokenizer, tgt_tokenizer)
     if vocabs is None:
         vocabs = Vocab.build(train.src, config.min_freq), Vocab.build(train.tgt, config.min_freq)
     src_vocab, tgt_vocab = vocabs
@@ -95,7 +112,7 @@ def prepare_data(
         if too_long:
             notes.append(f"{too_long} {split.name} pairs longer than max_len left out")
         encoded.append(kept)
-    return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes)
+    return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
 
 
 def check_writable(run_dir: Path) -> None:
@@ -183,7 +200,7 @@ def validate(
         model, data.val.src[:n], data.tgt_vocab, max_len=config.max_len,
         max_tokens=config.max_tokens, beam_size=1,
     )  # fmt: skip
-    hypotheses = [detokenize(t) for t in tokens]
+    hypotheses = [data.tgt_tokenizer.detokenize(t) for t in tokens]
     references = [tgt for _, tgt in data.val_text.pairs[:n]]
     return loss, bleu(hypotheses, references).score, hypotheses
 
@@ -255,25 +272,33 @@ def _train(
     say: Callable[[str], None],
 ) -> Outcome:
     payload = _resume_from(run_dir, config, resume)
-    vocabs = None
+    vocabs, bpe = None, None
     if payload is not None:
         where = payload["path"]
         vocabs = (
             Vocab.from_json(payload["src_vocab"], f"{where} (source vocabulary)"),
             Vocab.from_json(payload["tgt_vocab"], f"{where} (target vocabulary)"),
         )
-    data = prepare_data(config, data_dir, vocabs)
+        bpe = saved_bpe(payload) if config.tokenizer == "bpe" else None
+    data = prepare_data(config, data_dir, vocabs, bpe)
     for note in data.notes:
         say(f"data: {note}")
+    vocabularies = (
+        f"one BPE vocabulary of {len(data.src_vocab):,} pieces for both languages"
+        if data.bpe
+        else f"vocabularies: {len(data.src_vocab):,} German and {len(data.tgt_vocab):,} English "
+        f"tokens"
+    )
     say(
-        f"data: {len(data.train):,} training and {len(data.val):,} validation pairs; "
-        f"vocabularies: {len(data.src_vocab):,} German and {len(data.tgt_vocab):,} English tokens"
+        f"data: {len(data.train):,} training and {len(data.val):,} validation pairs; {vocabularies}"
     )
     if procs.main and payload is None:
         with atomic_write(run_dir / "config.json", "w") as file:
             json.dump(config.to_dict(), file, indent=2)
         data.src_vocab.save(run_dir / "src_vocab.json")
         data.tgt_vocab.save(run_dir / "tgt_vocab.json")
+        if data.bpe is not None:
+            data.bpe.save(run_dir / "bpe.json")
         with atomic_write(run_dir / "run.json", "w") as file:
             json.dump(
                 {
@@ -345,6 +370,7 @@ def _train(
                     "config": config.to_dict(),
                     "src_vocab": data.src_vocab.to_json(),
                     "tgt_vocab": data.tgt_vocab.to_json(),
+                    **({"bpe": data.bpe.to_json()} if data.bpe else {}),
                     "model": model.state_dict(),
                     "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(),

@@ -21,6 +21,7 @@ from annotated_transformer.masks import padding_mask
 from annotated_transformer.model import build_model
 from annotated_transformer.presets import TrainConfig
 from annotated_transformer.search import beam_search, greedy_decode
+from annotated_transformer.subword import BPETokenizer
 from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab, detokenize
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
@@ -89,12 +90,16 @@ class Translator:
     config: TrainConfig
     src_vocab: Vocab
     tgt_vocab: Vocab
-    src_lang: str = "de"  # the source language's tokenizer rules
+    src_lang: str = "de"  # the source language's tokenizer rules (word vocabularies)
     origin: dict = field(default_factory=dict)  # the checkpoint's path, step, training time
     max_tokens: int = 8192  # source positions per batch when translating (a k-th for k beams)
+    bpe: BPETokenizer | None = None  # the shared BPE tokenizer of a tokenizer="bpe" run
 
     def __post_init__(self) -> None:
-        self.tokenizer = Tokenizer(self.src_lang)
+        if self.bpe is not None:  # one tokenizer both ways; exact detokenization
+            self.tokenizer, self.detokenize = self.bpe, self.bpe.detokenize
+        else:  # spaCy's rules for the source; spaces put back by rule in the target
+            self.tokenizer, self.detokenize = Tokenizer(self.src_lang), detokenize
 
     @classmethod
     def from_checkpoint(
@@ -106,7 +111,10 @@ class Translator:
         config = TrainConfig.from_dict(payload["config"], where)
         src_vocab = Vocab.from_json(payload["src_vocab"], f"{where} (source vocabulary)")
         tgt_vocab = Vocab.from_json(payload["tgt_vocab"], f"{where} (target vocabulary)")
-        check_vocab_files(where, src_vocab, tgt_vocab)
+        bpe = saved_bpe(payload) if config.tokenizer == "bpe" else None
+        if bpe is not None and not bpe.vocab == src_vocab == tgt_vocab:
+            raise ValueError(f"{where}: the BPE tokenizer does not match the vocabularies")
+        check_vocab_files(where, src_vocab, tgt_vocab, bpe)
         model = build_model(config.model_config(len(src_vocab), len(tgt_vocab)))
         try:
             model.load_state_dict(payload["model"])
@@ -123,7 +131,7 @@ class Translator:
             "training_seconds": payload.get("elapsed"),
             "averaged_from": payload.get("averaged_from"),
         }
-        return cls(model.to(device).eval(), config, src_vocab, tgt_vocab, origin=origin)
+        return cls(model.to(device).eval(), config, src_vocab, tgt_vocab, origin=origin, bpe=bpe)
 
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:
         """Token ids of each sentence (ending with `</s>`); refuses what the model cannot read."""
@@ -160,11 +168,20 @@ class Translator:
             max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha,
             progress=progress,
         )  # fmt: skip
-        return [detokenize(tokens) for tokens in outputs]
+        return [self.detokenize(tokens) for tokens in outputs]
 
 
-def check_vocab_files(checkpoint: str | os.PathLike[str], src: Vocab, tgt: Vocab) -> None:
-    """The vocabulary JSON files beside a checkpoint, if any, must be the ones inside it."""
+def saved_bpe(payload: dict) -> BPETokenizer:
+    """The BPE tokenizer saved in a checkpoint of a tokenizer="bpe" run."""
+    if "bpe" not in payload:
+        raise ValueError(f"{payload['path']}: a BPE run's checkpoint without its BPE tokenizer")
+    return BPETokenizer.from_json(payload["bpe"], f"{payload['path']} (BPE tokenizer)")
+
+
+def check_vocab_files(
+    checkpoint: str | os.PathLike[str], src: Vocab, tgt: Vocab, bpe: BPETokenizer | None = None
+) -> None:
+    """The vocabulary (and BPE) JSON files beside a checkpoint, if any, must be those inside it."""
     folder = os.path.dirname(os.path.abspath(checkpoint))
     for name, inside in (("src_vocab.json", src), ("tgt_vocab.json", tgt)):
         path = os.path.join(folder, name)
@@ -174,3 +191,9 @@ def check_vocab_files(checkpoint: str | os.PathLike[str], src: Vocab, tgt: Vocab
                 f"({len(Vocab.load(path))} vs {len(inside)} tokens): the file was changed or "
                 f"belongs to another run"
             )
+    path = os.path.join(folder, "bpe.json")
+    if bpe is not None and os.path.exists(path) and BPETokenizer.load(path) != bpe:
+        raise ValueError(
+            f"{path} does not match the BPE tokenizer inside {checkpoint}: the file was changed "
+            f"or belongs to another run"
+        )

@@ -48,6 +48,10 @@ class Tokenizer:
             for doc in self._tokenizer.pipe(texts)
         ]
 
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Text from tokens: `detokenize`, below (the same rules for both languages)."""
+        return detokenize(tokens)
+
 
 _SPACE_BEFORE_CLOSING = re.compile(r" ([.,!?;:%)\]}]|'s|n't|'re|'ve|'ll|'d|'m)(?= |$)")
 _SPACE_AFTER_OPENING = re.compile(r"([(\[{]) ")
@@ -153,9 +157,13 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Vocab":
-        try:
-            with open(path, encoding="utf-8") as file:
-                data = json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
-        return cls.from_json(data, str(path))
+        return cls.from_json(read_json(path), str(path))
+
+
+def read_json(path: str | os.PathLike[str]) -> object:
+    """The JSON value in the file `path`; a file that is not JSON is an error naming it."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
