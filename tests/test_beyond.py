@@ -195,12 +195,17 @@ def test_the_cli_trains_translates_and_evaluates_with_bpe(bpe_run, data_dir, cap
     assert code == 0 and maps["src_tokens"] == ["▁Zwei", "▁Hunde", ".", "</s>"]
 
 
-def test_a_bpe_run_resumes_with_its_own_tokenizer(bpe_run, tmp_path, data_dir, capsys):
+def test_a_bpe_run_resumes_with_its_own_tokenizer(bpe_run, tmp_path, data_dir, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     for path in bpe_run.iterdir():
         (run / path.name).write_bytes(path.read_bytes())
     before = (run / "bpe.json").read_bytes()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a resumed run learned a new BPE instead of reading its own")
+
+    monkeypatch.setattr(BPETokenizer, "train", no_training)
     code = cli.main(["train", "--resume", "--out", str(run), "--max-steps", "22",
                      "--data-dir", str(data_dir), "--no-progress"])  # fmt: skip
     assert code == 0 and (run / "bpe.json").read_bytes() == before

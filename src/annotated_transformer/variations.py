@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from annotated_transformer.atomic import atomic_write
 from annotated_transformer.presets import TrainConfig, preset
 
 MODULE = "annotated_transformer.variations"  # what `python -m` runs (here __name__ is __main__)
@@ -146,7 +147,7 @@ def val_perplexity(translator: Any, data_dir: str | os.PathLike[str] | None) -> 
     from annotated_transformer.training import evaluate
     from annotated_transformer.vocab import PAD_ID, Tokenizer
 
-    target = translator.bpe or Tokenizer("en")
+    target = Tokenizer("en") if translator.bpe is None else translator.bpe
     text = tokenize_split("val", multi30k.read_split("val", data_dir), translator.tokenizer, target)
     split = encode_split(text, translator.src_vocab, translator.tgt_vocab)
     sampler = TokenBudgetBatchSampler(split.src_lengths, split.tgt_lengths, 4096, shuffle=False)
@@ -195,8 +196,6 @@ def run(
         },
         "train_curve": [[r["step"], r["loss"], r["lr"]] for r in curve if r["kind"] == "train"],
     }  # fmt: skip
-    from annotated_transformer.atomic import atomic_write
-
     results.mkdir(parents=True, exist_ok=True)
     with atomic_write(results / f"{variation.name}.val.en", "w") as file:
         file.writelines(line + "\n" for line in scored.hypotheses)
