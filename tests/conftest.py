@@ -5,7 +5,7 @@ from pathlib import Path
 import pooch  # noqa: F401  (imported here, pooch binds its log handler to the session's stderr,
 import pytest  # not to the capture of whichever test first downloads, closed after that test)
 
-from annotated_transformer import multi30k
+from annotated_transformer.data import multi30k
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 

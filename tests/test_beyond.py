@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer import cli, multi30k, variations
-from annotated_transformer.averaging import average_checkpoints
-from annotated_transformer.checkpoint import load_checkpoint, save_checkpoint
-from annotated_transformer.model import count_parameters, make_model
-from annotated_transformer.presets import PRESETS, preset
-from annotated_transformer.subword import BYTES, BPETokenizer
-from annotated_transformer.translate import Translator
-from annotated_transformer.vocab import SPECIALS, UNK_ID
+from annotated_transformer import cli, variations
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.bpe import BYTES, BPETokenizer
+from annotated_transformer.data.vocab import SPECIALS, UNK_ID
+from annotated_transformer.model.transformer import count_parameters, make_model
+from annotated_transformer.training.averaging import average_checkpoints
+from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+from annotated_transformer.training.presets import PRESETS, preset
+from annotated_transformer.translator import Translator
 
 CORPUS = [
     "Ein Mann fährt Fahrrad.", "A man rides a bike.", "Zwei Hunde spielen im Schnee.",

@@ -7,7 +7,7 @@ search with one beam is greedy decoding, that its length-penalized score is the 
 These tests check those claims on a small copy-task model trained here (trained, so that the
 most probable token is rarely a near-tie), on untrained models of other shapes, and against an
 exhaustive search over a vocabulary small enough to list every output. The chapter "Results"
-averages checkpoints; the last part checks `annotated_transformer.averaging`.
+averages checkpoints; the last part checks `annotated_transformer.training.averaging`.
 """
 
 import itertools
@@ -15,27 +15,27 @@ import itertools
 import pytest
 import torch
 
-from annotated_transformer import decoding
-from annotated_transformer.averaging import (
-    average_checkpoints,
-    average_state_dicts,
-    check_average_path,
-    last_checkpoints,
-)
-from annotated_transformer.batch import collate
-from annotated_transformer.checkpoint import checkpoint_path, save_checkpoint
-from annotated_transformer.incremental import decode_step, start_cache
-from annotated_transformer.label_smoothing import LabelSmoothing
-from annotated_transformer.masks import padding_mask, subsequent_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_optimizer, noam_scheduler
-from annotated_transformer.search import (
+from annotated_transformer.data.batch import collate
+from annotated_transformer.decoding import simple as decoding
+from annotated_transformer.decoding.cache import decode_step, start_cache
+from annotated_transformer.decoding.search import (
     beam_search,
     greedy_decode,
     length_penalty,
     sequence_scores,
 )
-from annotated_transformer.training import train_epoch
+from annotated_transformer.model.masks import padding_mask, subsequent_mask
+from annotated_transformer.model.transformer import make_model
+from annotated_transformer.training.averaging import (
+    average_checkpoints,
+    average_state_dicts,
+    check_average_path,
+    last_checkpoints,
+)
+from annotated_transformer.training.checkpoints import checkpoint_path, save_checkpoint
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import train_epoch
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 
 PAD, START, END, V = 0, 1, 2, 11  # the copy task here: words are 3 … V − 1, then END
 UNTRAINED = {
@@ -216,7 +216,7 @@ def expected_greedy(reference, limits, pad=PAD):
 def test_cached_greedy_gives_the_tokens_of_the_uncached_reference(copy_model):
     src, src_mask = sources(64, seed=21)
     max_len = src.size(1) + 3
-    reference = decoding.greedy_decode(copy_model, src, src_mask, max_len, START, END)
+    reference = decoding.simple_greedy_decode(copy_model, src, src_mask, max_len, START, END)
     cached = greedy_decode(copy_model, src, src_mask, max_len, START, END)
     assert torch.equal(cached, expected_greedy(reference, [max_len] * 64))
     ends = [row.index(END) for row in map(trim, cached) if END in row]
@@ -224,7 +224,7 @@ def test_cached_greedy_gives_the_tokens_of_the_uncached_reference(copy_model):
     without_end = greedy_decode(copy_model, src, src_mask, max_len, START)
     assert without_end.shape == (64, max_len)
     assert torch.equal(
-        without_end, decoding.greedy_decode(copy_model, src, src_mask, max_len, START)
+        without_end, decoding.simple_greedy_decode(copy_model, src, src_mask, max_len, START)
     )
 
 
@@ -234,7 +234,9 @@ def test_cached_greedy_honours_a_maximum_length_per_sentence(copy_model, as_tens
     g = torch.Generator().manual_seed(6)
     limits = torch.randint(1, src.size(1) + 3, (40,), generator=g)
     limits[0] = 1  # the start symbol alone
-    reference = decoding.greedy_decode(copy_model, src, src_mask, int(limits.max()), START, END)
+    reference = decoding.simple_greedy_decode(
+        copy_model, src, src_mask, int(limits.max()), START, END
+    )
     max_len = limits if as_tensor else limits.tolist()
     cached = greedy_decode(copy_model, src, src_mask, max_len, START, END, pad_symbol=-1)
     assert torch.equal(cached, expected_greedy(reference, limits.tolist(), pad=-1))

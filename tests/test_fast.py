@@ -16,19 +16,19 @@ import torch
 from torch import nn
 
 from annotated_transformer import bench
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.batch import Batch
-from annotated_transformer.fast import (
+from annotated_transformer.data.batch import Batch
+from annotated_transformer.model.attention import MultiHeadedAttention
+from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
+from annotated_transformer.training.fused import (
     FastMultiHeadedAttention,
     LabelSmoothingFromLogits,
     accelerate,
 )
-from annotated_transformer.label_smoothing import LabelSmoothing
-from annotated_transformer.model import ModelConfig, build_model, make_model
-from annotated_transformer.presets import preset
-from annotated_transformer.schedule import make_optimizer, noam_scheduler
-from annotated_transformer.trainer import train
-from annotated_transformer.training import batch_loss, train_step
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import batch_loss, train_step
+from annotated_transformer.training.presets import preset
+from annotated_transformer.training.run import train
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 
 PAD = 0
 
@@ -181,7 +181,7 @@ def test_an_accelerated_model_has_the_same_loss_gradients_and_state_dict(options
 
 
 def test_a_checkpoint_of_an_accelerated_model_translates_with_the_cached_decoder():
-    from annotated_transformer.search import greedy_decode
+    from annotated_transformer.decoding.search import greedy_decode
 
     torch.manual_seed(4)
     model = make_model(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()
@@ -353,7 +353,7 @@ FAKE_2022 = """
 import this_module_does_not_exist  # never executed: only the named definitions are
 
 def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
-    ours = __import__("annotated_transformer.model", fromlist=["make_model"]).make_model
+    ours = __import__("annotated_transformer.model.transformer", fromlist=["make_model"]).make_model
     return ours(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
 
 def helper():  # not one of the names: never defined
@@ -496,7 +496,7 @@ def test_training_with_the_fast_paths_follows_the_reference(data_dir, tmp_path):
 
 
 def test_beam_search_without_the_cache_finds_the_same_translations():
-    from annotated_transformer.search import beam_search
+    from annotated_transformer.decoding.search import beam_search
 
     torch.manual_seed(12)
     model = make_model(30, 30, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()

@@ -24,7 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.label_smoothing import (
+from annotated_transformer.training.label_smoothing import (
     LabelSmoothing,
     smoothed_targets,
     smoothing_entropy,

@@ -14,17 +14,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
-from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.encoder_decoder import Generator
-from annotated_transformer.feed_forward import PositionwiseFeedForward
-from annotated_transformer.layers import Encoder, EncoderLayer, SublayerConnection
-from annotated_transformer.masks import padding_mask, subsequent_mask, target_mask
-from annotated_transformer.model import ModelConfig, build_model, count_parameters, make_model
-from annotated_transformer.positional import (
+from annotated_transformer.model.attention import MultiHeadedAttention, attention
+from annotated_transformer.model.embeddings import Embeddings
+from annotated_transformer.model.encoder_decoder import Generator
+from annotated_transformer.model.feed_forward import PositionwiseFeedForward
+from annotated_transformer.model.layers import Encoder, EncoderLayer, SublayerConnection
+from annotated_transformer.model.masks import padding_mask, subsequent_mask, target_mask
+from annotated_transformer.model.positional import (
     LearnedPositionalEncoding,
     PositionalEncoding,
     sinusoidal_table,
+)
+from annotated_transformer.model.transformer import (
+    ModelConfig,
+    build_model,
+    count_parameters,
+    make_model,
 )
 
 PAD = 0

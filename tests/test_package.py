@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from annotated_transformer import complexity
 from annotated_transformer.cli import main
+from annotated_transformer.model import complexity
 from annotated_transformer.profile import ENV_VAR, Profile, current_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ def test_import_prints_nothing_and_seeds_nothing() -> None:
         "for module in pkgutil.iter_modules(annotated_transformer.__path__):\n"
         "    if module.name != '__main__':\n"
         "        importlib.import_module(f'annotated_transformer.{module.name}')\n"
-        "assert 'annotated_transformer.model' in sys.modules\n"
+        "assert 'annotated_transformer.model.transformer' in sys.modules\n"
         "assert torch.equal(state, torch.get_rng_state()), 'import changed the torch seed'\n"
         "assert pystate == random.getstate(), 'import changed the random seed'\n"
         "assert 'altair' not in sys.modules and 'matplotlib' not in sys.modules\n"
@@ -48,7 +48,7 @@ def test_info_lists_each_generated_module_with_its_chapter(capsys: pytest.Captur
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "annotated_transformer.profile" in out and "book/introduction.ipynb" in out
-    assert "annotated_transformer.complexity" in out and "book/background.ipynb" in out
+    assert "annotated_transformer.model.complexity" in out and "book/background.ipynb" in out
     assert "annotated_transformer.cli " not in out  # hand-written modules are not listed
 
 

@@ -20,20 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer import cli, multi30k
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.checkpoint import (
-    list_checkpoints,
-    load_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-)
-from annotated_transformer.corpus import encode_split, tokenize_split
-from annotated_transformer.model import build_model
-from annotated_transformer.presets import PRESETS, TrainConfig, preset
-from annotated_transformer.trainer import prepare_data, train
-from annotated_transformer.translate import Translator
-from annotated_transformer.vocab import (
+from annotated_transformer import cli
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.corpus import encode_split, tokenize_split
+from annotated_transformer.data.vocab import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
@@ -43,6 +33,17 @@ from annotated_transformer.vocab import (
     Vocab,
     detokenize,
 )
+from annotated_transformer.model.transformer import build_model
+from annotated_transformer.training.checkpoints import (
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from annotated_transformer.training.presets import PRESETS, TrainConfig, preset
+from annotated_transformer.training.run import prepare_data, train
+from annotated_transformer.translator import Translator
+from annotated_transformer.util.atomic import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ddp_worker.py")
@@ -283,7 +284,7 @@ def test_a_run_folder_holds_everything(tiny_run):
 
 
 def test_an_unwritable_output_folder_is_found_before_training(tmp_path, capsys, monkeypatch):
-    from annotated_transformer import trainer
+    from annotated_transformer.training import run as trainer
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data was read before the output folder was checked")
@@ -497,7 +498,7 @@ def test_empty_lines_on_stdin_stay_empty(tiny_run, capsys, monkeypatch):
 
 
 def test_a_metrics_line_torn_by_a_kill_is_dropped_on_resume(tmp_path):
-    from annotated_transformer.trainer import MetricsLog
+    from annotated_transformer.training.run import MetricsLog
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 5, "kind": "train"}\n{"step": 10, "kind": "train"}\n{"step": 1')
@@ -506,10 +507,10 @@ def test_a_metrics_line_torn_by_a_kill_is_dropped_on_resume(tmp_path):
 
 
 def test_a_bfloat16_autocast_step_matches_float32_closely():
-    from annotated_transformer.batch import collate
-    from annotated_transformer.label_smoothing import LabelSmoothing
-    from annotated_transformer.schedule import make_optimizer
-    from annotated_transformer.training import train_step
+    from annotated_transformer.data.batch import collate
+    from annotated_transformer.training.label_smoothing import LabelSmoothing
+    from annotated_transformer.training.loop import train_step
+    from annotated_transformer.training.schedule import make_optimizer
 
     pairs = [(torch.randint(4, 50, (n,)), torch.randint(4, 50, (n + 2,))) for n in (5, 7, 9)]
     losses = []
@@ -528,7 +529,7 @@ def test_a_bfloat16_autocast_step_matches_float32_closely():
 
 
 def test_a_committed_hypothesis_file_rescores_to_its_record(data_dir):
-    from annotated_transformer.evaluation import load_results, rescore
+    from annotated_transformer.evaluation.scores import load_results, rescore
 
     for name in ("test2016-avg5-beam4", "test2016-avg5-greedy", "mscoco-avg5-beam4"):
         path = ROOT / "results" / "multi30k-small" / f"{name}.json"
@@ -539,7 +540,7 @@ def test_a_committed_hypothesis_file_rescores_to_its_record(data_dir):
 
 
 def test_evaluate_records_results_that_rescore(tiny_run, data_dir, capsys, tmp_path):
-    from annotated_transformer.evaluation import load_results, rescore
+    from annotated_transformer.evaluation.scores import load_results, rescore
 
     code, out, _ = run_cli(
         capsys, "evaluate", "--checkpoint", str(tiny_run), "--split", "mscoco", "--beam", "2",

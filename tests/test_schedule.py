@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from annotated_transformer.schedule import make_optimizer, noam_scheduler, rate
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler, rate
 
 CONFIGS = [  # (d_model, warmup, factor)
     (512, 4000, 1.0),

@@ -15,22 +15,22 @@ import numpy as np
 import pytest
 import torch
 
-from annotated_transformer import multi30k
-from annotated_transformer.batch import Batch, collate
-from annotated_transformer.batching import TokenBudgetBatchSampler
-from annotated_transformer.copy_task import BOS, copy_batch
-from annotated_transformer.decoding import greedy_decode
-from annotated_transformer.label_smoothing import LabelSmoothing
-from annotated_transformer.masks import subsequent_mask
-from annotated_transformer.model import make_model
-from annotated_transformer.schedule import make_optimizer, noam_scheduler, rate
-from annotated_transformer.training import (
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.batch import Batch, collate
+from annotated_transformer.data.copy_task import BOS, copy_batch
+from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.decoding.simple import simple_greedy_decode
+from annotated_transformer.model.masks import subsequent_mask
+from annotated_transformer.model.transformer import make_model
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import (
     TrainState,
     evaluate,
     groups_of,
     train_epoch,
     train_step,
 )
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler, rate
 
 PAD, START, END, V = 0, 1, 2, 13
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
@@ -336,7 +336,7 @@ def test_evaluate_is_the_loss_per_token_without_dropout():
 def test_greedy_decode_equals_argmax_of_the_full_forward():
     model = tiny_model(seed=3).eval()
     batch = collate(random_pairs(4, seed=5), PAD)
-    out = greedy_decode(model, batch.src, batch.src_mask, max_len=7, start_symbol=START)
+    out = simple_greedy_decode(model, batch.src, batch.src_mask, max_len=7, start_symbol=START)
     assert out.shape == (4, 7) and (out[:, 0] == START).all()
     with torch.no_grad():
         for t in range(1, 7):
@@ -344,7 +344,9 @@ def test_greedy_decode_equals_argmax_of_the_full_forward():
             hidden = model(batch.src, prefix, batch.src_mask, subsequent_mask(t))
             expected = model.generator(hidden[:, -1]).argmax(-1)
             assert torch.equal(out[:, t], expected)
-    only_start = greedy_decode(model, batch.src, batch.src_mask, max_len=1, start_symbol=START)
+    only_start = simple_greedy_decode(
+        model, batch.src, batch.src_mask, max_len=1, start_symbol=START
+    )
     assert only_start.tolist() == [[START]] * 4
 
 
@@ -352,11 +354,11 @@ def test_greedy_decode_refuses_bad_input():
     model = tiny_model().eval()
     batch = collate(random_pairs(2, seed=0), PAD)
     with pytest.raises(ValueError, match=r"src must be \(B, S\)"):
-        greedy_decode(model, batch.src[0], batch.src_mask, 5, START)
+        simple_greedy_decode(model, batch.src[0], batch.src_mask, 5, START)
     with pytest.raises(ValueError, match=r"src_mask must be \(B, 1, S\)"):
-        greedy_decode(model, batch.src, batch.src_mask[:, 0], 5, START)
+        simple_greedy_decode(model, batch.src, batch.src_mask[:, 0], 5, START)
     with pytest.raises(ValueError, match="max_len must be at least 1"):
-        greedy_decode(model, batch.src, batch.src_mask, 0, START)
+        simple_greedy_decode(model, batch.src, batch.src_mask, 0, START)
 
 
 def test_copy_batch():

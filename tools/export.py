@@ -8,11 +8,12 @@
 Only chapters listed in `_toc.yml` are read, in the book's reading order. A directive is the first
 line of a code cell:
 
-    # default_exp annotated_transformer.attention   this chapter's module (the cell is not exported)
-    # export                                        export this cell to the chapter's module
-    # export annotated_transformer.masks            export this cell to another module
-    ... --append                                    this chapter continues a module that an earlier
-                                                    chapter started (say it, or it is an error)
+    # default_exp annotated_transformer.model.attention   this chapter's module (not exported)
+    # export                                              export this cell to the chapter's module
+    # export annotated_transformer.model.masks            export this cell to another module
+    ... --append                                          this chapter continues a module that an
+                                                          earlier chapter started (say it, or it
+                                                          is an error)
 
 A mistake in a chapter (a malformed directive, a target outside the package, two chapters
 claiming one module without --append, ...) stops the exporter before it writes anything: exit 2,
@@ -59,7 +60,7 @@ class Directive:
 class ExportCell:
     notebook: str  # path relative to the project root, e.g. "book/02_background.ipynb"
     cell: int  # 1-based position of the cell in the notebook, as Jupyter shows it
-    module: str  # dotted module name, e.g. "annotated_transformer.complexity"
+    module: str  # dotted module name, e.g. "annotated_transformer.model.complexity"
     append: bool
     source: str  # the cell's code, without the directive line
 
@@ -69,7 +70,7 @@ def where(notebook: str, cell: int) -> str:
 
 
 def parse_directive(line: str, at: str) -> Directive:
-    """Parse one directive line such as `# export annotated_transformer.masks --append`."""
+    """Parse one directive line such as `# export annotated_transformer.model.masks --append`."""
     words = line.strip().lstrip("#").split()
     kind, args = words[0], words[1:]
     if kind not in ("export", "default_exp") or not line.lstrip().startswith("# "):

@@ -9,9 +9,9 @@
 other in the same process, and reports sentences per second and the ratios between them:
 
 - the 2022 Annotated Transformer's way: one sentence at a time, re-running the decoder over the
-  whole prefix at every step (`decoding.greedy_decode`; given an end symbol, so it stops at `</s>`
-  where the 2022 code always ran to its maximum length: a generous baseline). It is slow, so it
-  translates only the first `--baseline-limit` sentences; rates are per sentence;
+  whole prefix at every step (`decoding.simple_greedy_decode`; given an end symbol, so it stops at
+  `</s>` where the 2022 code always ran to its maximum length: a generous baseline). It is slow, so
+  it translates only the first `--baseline-limit` sentences; rates are per sentence;
 - batched greedy decoding with the cache (`search.greedy_decode`), as `translate` runs it;
 - cached against uncached at equal batches, with every output forced to 40 tokens;
 - beam search with 4 beams (with and without the greedy lane), as `translate --beam 4` runs it;
@@ -63,9 +63,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from annotated_transformer.batch import Batch
-    from annotated_transformer.model import ModelConfig
-    from annotated_transformer.presets import TrainConfig
+    from annotated_transformer.data.batch import Batch
+    from annotated_transformer.model.transformer import ModelConfig
+    from annotated_transformer.training.presets import TrainConfig
 
 FORCED_TOKENS = 40  # output length of the cached-vs-uncached comparison
 
@@ -81,7 +81,7 @@ def _timed(work: Callable[[], object], device: torch.device) -> float:
 
 
 def _padded(sources: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
-    from annotated_transformer.vocab import PAD_ID
+    from annotated_transformer.data.vocab import PAD_ID
 
     return nn.utils.rnn.pad_sequence(list(sources), batch_first=True, padding_value=PAD_ID).to(
         device
@@ -108,7 +108,7 @@ class WholePrefix:
     @staticmethod
     def step(model: nn.Module, tokens: Tensor, state: WholePrefix) -> tuple[Tensor, WholePrefix]:
         """(rows,) new tokens -> log-probabilities (rows, V) of the next ones, and the state."""
-        from annotated_transformer.masks import subsequent_mask
+        from annotated_transformer.model.masks import subsequent_mask
 
         prefix = torch.cat([state.tokens, tokens[:, None]], dim=1)  # (rows, t)
         mask = subsequent_mask(prefix.size(1), device=prefix.device)  # (1, t, t)
@@ -138,7 +138,7 @@ def _now() -> str:
 def _write_report(report: dict, output: str | None) -> None:
     """Write `report` as JSON to `output` (atomically), if given."""
     if output:
-        from annotated_transformer.atomic import atomic_write
+        from annotated_transformer.util.atomic import atomic_write
 
         with atomic_write(output, "w") as file:
             json.dump(report, file, indent=2)
@@ -147,12 +147,13 @@ def _write_report(report: dict, output: str | None) -> None:
 
 
 def bench_decoding(args: argparse.Namespace) -> int:
-    from annotated_transformer import decoding, search
-    from annotated_transformer.masks import padding_mask
-    from annotated_transformer.multi30k import read_split
-    from annotated_transformer.trainer import describe_device
-    from annotated_transformer.translate import EXTRA_LENGTH, Translator, translate_ids
-    from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID
+    from annotated_transformer.data.multi30k import read_split
+    from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
+    from annotated_transformer.decoding import search
+    from annotated_transformer.decoding import simple as decoding
+    from annotated_transformer.model.masks import padding_mask
+    from annotated_transformer.training.run import describe_device
+    from annotated_transformer.translator import EXTRA_LENGTH, Translator, translate_ids
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     model, device = translator.model, next(translator.model.parameters()).device
@@ -179,7 +180,9 @@ def bench_decoding(args: argparse.Namespace) -> int:
         for source in baseline:
             src = source.unsqueeze(0).to(device)  # (1, n)
             limit = min(len(source) + 1 + EXTRA_LENGTH, max_len)
-            decoding.greedy_decode(model, src, padding_mask(src, PAD_ID), limit, BOS_ID, EOS_ID)
+            decoding.simple_greedy_decode(
+                model, src, padding_mask(src, PAD_ID), limit, BOS_ID, EOS_ID
+            )
 
     def batched(beam: int, keep_greedy: bool = True) -> Callable[[], object]:
         return lambda: translate_ids(
@@ -209,7 +212,9 @@ def bench_decoding(args: argparse.Namespace) -> int:
             ]
 
         note = f"batches of {batch}, {FORCED_TOKENS} tokens each"
-        record("40 tokens, uncached", _timed(forced(decoding.greedy_decode), device), n, note)
+        record(
+            "40 tokens, uncached", _timed(forced(decoding.simple_greedy_decode), device), n, note
+        )
         record("40 tokens, cached", _timed(forced(search.greedy_decode), device), n, note)
         # Beam search with and without the cache, on the first --baseline-limit sentences.
         few = [_padded(sources[i : i + batch], device)
@@ -336,9 +341,9 @@ class TorchTransformer(nn.Module):
     """
 
     def __init__(self, config: ModelConfig) -> None:
-        from annotated_transformer.encoder_decoder import Generator
-        from annotated_transformer.layers import LAYER_NORM_EPS
-        from annotated_transformer.positional import PositionalEncoding
+        from annotated_transformer.model.encoder_decoder import Generator
+        from annotated_transformer.model.layers import LAYER_NORM_EPS
+        from annotated_transformer.model.positional import PositionalEncoding
 
         super().__init__()
         d, h, d_ff, p = config.d_model, config.h, config.d_ff, config.dropout
@@ -443,7 +448,7 @@ def count_flops(model: nn.Module, batch: Batch, criterion: nn.Module):  # -> Flo
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    from annotated_transformer.training import batch_loss
+    from annotated_transformer.training.loop import batch_loss
 
     with FlopCounterMode(display=False) as counter:
         batch_loss(model, batch, criterion).backward()
@@ -453,8 +458,8 @@ def count_flops(model: nn.Module, batch: Batch, criterion: nn.Module):  # -> Flo
 
 def _train_batches(config: TrainConfig, args: argparse.Namespace, device: torch.device):
     """Vocabulary sizes and the first `args.batches` training batches of the shuffled sampler."""
-    from annotated_transformer.batching import TokenBudgetBatchSampler
-    from annotated_transformer.trainer import prepare_data
+    from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+    from annotated_transformer.training.run import prepare_data
 
     data = prepare_data(config, args.data_dir)
     sampler = TokenBudgetBatchSampler(
@@ -475,11 +480,11 @@ def _variants(
 
     `old` is the 2022 code from `load_2022`, or None to leave it out.
     """
-    from annotated_transformer.fast import LabelSmoothingFromLogits, accelerate
-    from annotated_transformer.label_smoothing import LabelSmoothing
-    from annotated_transformer.model import build_model
-    from annotated_transformer.schedule import make_optimizer
-    from annotated_transformer.vocab import PAD_ID
+    from annotated_transformer.data.vocab import PAD_ID
+    from annotated_transformer.model.transformer import build_model
+    from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+    from annotated_transformer.training.label_smoothing import LabelSmoothing
+    from annotated_transformer.training.schedule import make_optimizer
 
     V, eps = config.tgt_vocab, args.label_smoothing
 
@@ -560,7 +565,7 @@ def _run_rounds(
     Interleaving step by step spreads the machine's slow moments over all variants alike; each
     variant's time per round (its steps over all `batches`) is appended to `variant.seconds`.
     """
-    from annotated_transformer.training import train_step
+    from annotated_transformer.training.loop import train_step
 
     def step(variant: Variant, batch: Batch) -> None:
         train_step(variant.model, [batch], variant.criterion, variant.optimizer, autocast=autocast)
@@ -581,8 +586,8 @@ def _run_rounds(
 
 def _synthetic_batch(length: int, max_tokens: int, vocab: int, device: torch.device) -> Batch:
     """max_tokens // length sentence pairs of `length` tokens, random ids, no padding."""
-    from annotated_transformer.batch import Batch
-    from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID
+    from annotated_transformer.data.batch import Batch
+    from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
     rows = max(1, max_tokens // length)
     generator = torch.Generator().manual_seed(length)
@@ -593,9 +598,9 @@ def _synthetic_batch(length: int, max_tokens: int, vocab: int, device: torch.dev
 
 
 def bench_train(args: argparse.Namespace) -> int:
-    from annotated_transformer.presets import preset
-    from annotated_transformer.trainer import describe_device
-    from annotated_transformer.training import train_step
+    from annotated_transformer.training.loop import train_step
+    from annotated_transformer.training.presets import preset
+    from annotated_transformer.training.run import describe_device
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     autocast = torch.bfloat16 if (args.bf16 or device.type == "cuda") else None

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from annotated_transformer import __version__
-from annotated_transformer.multi30k import DATA_DIR_ENV
+from annotated_transformer.data.multi30k import DATA_DIR_ENV
 
 
 def _generated_modules() -> list[tuple[str, str]]:
@@ -55,7 +55,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     """Download every Multi30k file (checking its SHA-256) into the cache or --data-dir."""
-    from annotated_transformer import multi30k
+    from annotated_transformer.data import multi30k
 
     for split in multi30k.SPLITS:
         for lang in multi30k.LANGUAGES:
@@ -65,8 +65,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace):
-    from annotated_transformer.checkpoint import list_checkpoints, load_checkpoint
-    from annotated_transformer.presets import TrainConfig, preset
+    from annotated_transformer.training.checkpoints import list_checkpoints, load_checkpoint
+    from annotated_transformer.training.presets import TrainConfig, preset
 
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
                                  ("accumulate", args.accumulate), ("dropout", args.dropout),
@@ -98,7 +98,7 @@ def _train_config(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train on Multi30k; under torchrun, on every process it starts."""
-    from annotated_transformer.trainer import train
+    from annotated_transformer.training.run import train
 
     config = _train_config(args)
     outcome = train(
@@ -111,7 +111,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate German sentences (arguments, or one per line on stdin) into English."""
-    from annotated_transformer.translate import Translator
+    from annotated_transformer.translator import Translator
 
     sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
     if not any(s.strip() for s in sentences):
@@ -145,9 +145,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Translate Multi30k splits and score them with sacreBLEU; optionally record the results."""
     import shlex
 
-    from annotated_transformer import evaluation
-    from annotated_transformer.trainer import describe_device
-    from annotated_transformer.translate import Translator
+    from annotated_transformer.evaluation import scores as evaluation
+    from annotated_transformer.training.run import describe_device
+    from annotated_transformer.translator import Translator
 
     splits = list(evaluation.EVAL_SPLITS) if args.split == ["all"] else args.split
     for split in splits:
@@ -176,7 +176,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for key in ("sacrebleu", "chrf", "bleu_lowercase"):
             print(f"  {result.scores[key]['text']}")
         if args.output:
-            from annotated_transformer.atomic import atomic_write
+            from annotated_transformer.util.atomic import atomic_write
 
             with atomic_write(args.output, "w") as file:
                 file.writelines(h + "\n" for h in result.hypotheses)
@@ -200,12 +200,12 @@ def cmd_average(args: argparse.Namespace) -> int:
     """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
     from pathlib import Path
 
-    from annotated_transformer.averaging import (
+    from annotated_transformer.training.averaging import (
         average_checkpoints,
         check_average_path,
         last_checkpoints,
     )
-    from annotated_transformer.checkpoint import save_checkpoint
+    from annotated_transformer.training.checkpoints import save_checkpoint
 
     out = check_average_path(args.out)
     paths: list = []
@@ -227,9 +227,9 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
     import torch
 
-    from annotated_transformer.attention_maps import attention_maps, save_attention_maps
-    from annotated_transformer.translate import Translator, translate_ids
-    from annotated_transformer.vocab import BOS, BOS_ID, EOS
+    from annotated_transformer.data.vocab import BOS, BOS_ID, EOS
+    from annotated_transformer.evaluation.attention_maps import attention_maps, save_attention_maps
+    from annotated_transformer.translator import Translator, translate_ids
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.presets import TrainConfig, preset
+from annotated_transformer.training.presets import TrainConfig, preset
+from annotated_transformer.util.atomic import atomic_write
 
 MODULE = "annotated_transformer.variations"  # what `python -m` runs (here __name__ is __main__)
 
@@ -140,12 +140,12 @@ def val_perplexity(translator: Any, data_dir: str | os.PathLike[str] | None) -> 
     forcing. Per token of the model's own vocabulary, as the paper's is per word piece."""
     import torch
 
-    from annotated_transformer import multi30k
-    from annotated_transformer.batching import TokenBudgetBatchSampler
-    from annotated_transformer.corpus import encode_split, tokenize_split
-    from annotated_transformer.label_smoothing import LabelSmoothing
-    from annotated_transformer.training import evaluate
-    from annotated_transformer.vocab import PAD_ID, Tokenizer
+    from annotated_transformer.data import multi30k
+    from annotated_transformer.data.corpus import encode_split, tokenize_split
+    from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+    from annotated_transformer.data.vocab import PAD_ID, Tokenizer
+    from annotated_transformer.training.label_smoothing import LabelSmoothing
+    from annotated_transformer.training.loop import evaluate
 
     target = Tokenizer("en") if translator.bpe is None else translator.bpe
     text = tokenize_split("val", multi30k.read_split("val", data_dir), translator.tokenizer, target)
@@ -167,10 +167,10 @@ def run(
     device: str | None = None,
 ) -> dict:
     """Train one variation (or continue it), score it on val, and record it in `results`."""
-    from annotated_transformer import evaluation
-    from annotated_transformer.model import count_parameters
-    from annotated_transformer.trainer import describe_device, train
-    from annotated_transformer.translate import Translator
+    from annotated_transformer.evaluation import scores as evaluation
+    from annotated_transformer.model.transformer import count_parameters
+    from annotated_transformer.training.run import describe_device, train
+    from annotated_transformer.translator import Translator
 
     config = base.replace(**variation.changes)
     started = time.monotonic()

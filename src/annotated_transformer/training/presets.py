@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from annotated_transformer.model import ModelConfig
+from annotated_transformer.model.transformer import ModelConfig
 
 
 @dataclass(frozen=True)

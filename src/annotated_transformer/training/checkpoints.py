@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from annotated_transformer.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write
 
 FORMAT = "annotated-transformer-checkpoint"
 NAME = re.compile(r"^checkpoint-(\d+)\.pt$")

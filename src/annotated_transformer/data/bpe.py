@@ -19,8 +19,8 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.vocab import SPECIALS, UNK, Vocab, read_json
+from annotated_transformer.data.vocab import SPECIALS, UNK, Vocab, read_json
+from annotated_transformer.util.atomic import atomic_write
 
 FORMAT = "annotated-transformer-bpe"
 SPACE = "▁"  # U+2581, stands for the space before a piece
@@ -61,7 +61,7 @@ def _pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its tex
 class BPETokenizer:
     """Text to subword pieces and back, with one vocabulary for both languages.
 
-    Ids: the four specials of `annotated_transformer.vocab` (`<pad>` 0, `<s>` 1, `</s>` 2,
+    Ids: the four specials of `annotated_transformer.data.vocab` (`<pad>` 0, `<s>` 1, `</s>` 2,
     `<unk>` 3), then the 256 byte pieces, then the learned pieces; `vocab` lists them in that
     order, so `vocab.encode(pieces)` gives the tokenizer's own ids.
 

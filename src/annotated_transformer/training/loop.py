@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from annotated_transformer.batch import Batch
+from annotated_transformer.data.batch import Batch
 
 
 @dataclass

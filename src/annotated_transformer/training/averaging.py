@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from annotated_transformer.checkpoint import NAME, list_checkpoints, load_checkpoint
+from annotated_transformer.training.checkpoints import NAME, list_checkpoints, load_checkpoint
 
 
 def average_state_dicts(

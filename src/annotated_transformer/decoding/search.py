@@ -6,7 +6,7 @@
 Defined in the book's chapter "Decoding" (Part IV). The paper: "we used beam search with a beam
 size of 4 and length penalty α = 0.6 ... We set the maximum output length during inference to
 input length + 50, but terminate early when possible" (§6.1). Both searches here decode with the
-cache of `annotated_transformer.incremental`, take a maximum length per sentence, and drop
+cache of `annotated_transformer.decoding.cache`, take a maximum length per sentence, and drop
 sentences from the batch as soon as they have ended.
 
 Shapes: B sentences, S source positions, k beam size, V target vocabulary, L output positions.
@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.incremental import decode_step, start_cache
-from annotated_transformer.masks import subsequent_mask
+from annotated_transformer.decoding.cache import decode_step, start_cache
+from annotated_transformer.model.masks import subsequent_mask
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -68,7 +68,7 @@ def greedy_decode(
 ) -> Tensor:
     """The most probable next token at every step, with the cache; batched.
 
-    The same signature and tokens as the Part II `decoding.greedy_decode`, which re-runs the
+    The same signature and tokens as the Part II `decoding.simple_greedy_decode`, which re-runs the
     decoder over the whole prefix at every step. Call `model.eval()` first.
 
     Args:

@@ -4,8 +4,8 @@
 """Turning a trained model into output sequences: greedy decoding.
 
 Defined in the book's chapter "A first example: learning to copy" (the simple version, which
-re-runs the decoder over the whole prefix at every step; `annotated_transformer.search` has the
-cached one of the chapter "Decoding").
+re-runs the decoder over the whole prefix at every step; `annotated_transformer.decoding.search`
+has the cached one of the chapter "Decoding").
 
 Shapes: B sentences, S source positions, t output positions so far.
 """
@@ -13,11 +13,11 @@ Shapes: B sentences, S source positions, t output positions so far.
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.masks import subsequent_mask
+from annotated_transformer.model.masks import subsequent_mask
 
 
 @torch.no_grad()
-def greedy_decode(
+def simple_greedy_decode(
     model: nn.Module,
     src: Tensor,
     src_mask: Tensor,

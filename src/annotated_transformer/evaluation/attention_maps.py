@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.masks import subsequent_mask
+from annotated_transformer.model.masks import subsequent_mask
+from annotated_transformer.util.atomic import atomic_write
 
 KINDS = ("encoder", "decoder", "cross")  # self-attention in each stack, and decoder → source
 

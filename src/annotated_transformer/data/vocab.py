@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from annotated_transformer.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)

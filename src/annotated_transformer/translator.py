@@ -4,7 +4,8 @@
 """Translate with a trained checkpoint: tokenize, encode, search, detokenize, score.
 
 Defined in the book's chapter "A real-world example" (Part III). The searches themselves, cached
-greedy decoding and beam search, are Part IV's ("Decoding", `annotated_transformer.search`).
+greedy decoding and beam search, are Part IV's ("Decoding",
+`annotated_transformer.decoding.search`).
 """
 
 import os
@@ -15,14 +16,14 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from annotated_transformer.batching import fill_batches
-from annotated_transformer.checkpoint import load_checkpoint
-from annotated_transformer.masks import padding_mask
-from annotated_transformer.model import build_model
-from annotated_transformer.presets import TrainConfig
-from annotated_transformer.search import beam_search, greedy_decode
-from annotated_transformer.subword import BPETokenizer
-from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab, detokenize
+from annotated_transformer.data.bpe import BPETokenizer
+from annotated_transformer.data.sampler import fill_batches
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab, detokenize
+from annotated_transformer.decoding.search import beam_search, greedy_decode
+from annotated_transformer.model.masks import padding_mask
+from annotated_transformer.model.transformer import build_model
+from annotated_transformer.training.checkpoints import load_checkpoint
+from annotated_transformer.training.presets import TrainConfig
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
 

@@ -28,34 +28,45 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from annotated_transformer import __version__, multi30k
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.batching import TokenBudgetBatchSampler
-from annotated_transformer.checkpoint import (
+from annotated_transformer import __version__
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.bpe import BPETokenizer
+from annotated_transformer.data.corpus import (
+    EncodedSplit,
+    TokenizedSplit,
+    encode_split,
+    tokenize_split,
+)
+from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.data.vocab import PAD_ID, Tokenizer, Vocab
+from annotated_transformer.model.transformer import build_model
+from annotated_transformer.training.checkpoints import (
     checkpoint_path,
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
     save_checkpoint,
 )
-from annotated_transformer.corpus import EncodedSplit, TokenizedSplit, encode_split, tokenize_split
-from annotated_transformer.distributed import Processes, any_process, gather, init_processes
-from annotated_transformer.distributed import shutdown as leave_processes
-from annotated_transformer.fast import LabelSmoothingFromLogits, accelerate
-from annotated_transformer.label_smoothing import LabelSmoothing
-from annotated_transformer.model import build_model
-from annotated_transformer.presets import TrainConfig
-from annotated_transformer.schedule import make_optimizer, noam_scheduler
-from annotated_transformer.subword import BPETokenizer
-from annotated_transformer.training import (
+from annotated_transformer.training.distributed import (
+    Processes,
+    any_process,
+    gather,
+    init_processes,
+)
+from annotated_transformer.training.distributed import shutdown as leave_processes
+from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import (
     StepResult,
     TrainState,
     evaluate,
     groups_of,
     train_step,
 )
-from annotated_transformer.translate import bleu, saved_bpe, translate_ids
-from annotated_transformer.vocab import PAD_ID, Tokenizer, Vocab
+from annotated_transformer.training.presets import TrainConfig
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.translator import bleu, saved_bpe, translate_ids
+from annotated_transformer.util.atomic import atomic_write
 
 
 @dataclass

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.label_smoothing import LabelSmoothing
+from annotated_transformer.model.attention import MultiHeadedAttention
+from annotated_transformer.training.label_smoothing import LabelSmoothing
 
 
 class FastMultiHeadedAttention(MultiHeadedAttention):

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from annotated_transformer.atomic import atomic_write
-from annotated_transformer.multi30k import SPLITS, fetch, file_name, read_split
+from annotated_transformer.data.multi30k import SPLITS, fetch, file_name, read_split
+from annotated_transformer.util.atomic import atomic_write
 
 EVAL_SPLITS = tuple(name for name in SPLITS if name != "train")  # val, test2016, ...
 

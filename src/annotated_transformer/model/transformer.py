@@ -15,12 +15,12 @@ from typing import Any
 
 from torch import nn
 
-from annotated_transformer.attention import MultiHeadedAttention
-from annotated_transformer.embeddings import Embeddings
-from annotated_transformer.encoder_decoder import EncoderDecoder, Generator
-from annotated_transformer.feed_forward import PositionwiseFeedForward
-from annotated_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
-from annotated_transformer.positional import LearnedPositionalEncoding, PositionalEncoding
+from annotated_transformer.model.attention import MultiHeadedAttention
+from annotated_transformer.model.embeddings import Embeddings
+from annotated_transformer.model.encoder_decoder import EncoderDecoder, Generator
+from annotated_transformer.model.feed_forward import PositionwiseFeedForward
+from annotated_transformer.model.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from annotated_transformer.model.positional import LearnedPositionalEncoding, PositionalEncoding
 
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
 

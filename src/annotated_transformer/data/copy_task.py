@@ -10,7 +10,7 @@ Ids: 0 padding, 1 start symbol, 2 … vocab − 1 words. Shapes: B sequences of 
 
 import torch
 
-from annotated_transformer.batch import Batch
+from annotated_transformer.data.batch import Batch
 
 PAD, BOS = 0, 1
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.attention import MultiHeadedAttention, attention
-from annotated_transformer.layers import DecoderLayer
+from annotated_transformer.model.attention import MultiHeadedAttention, attention
+from annotated_transformer.model.layers import DecoderLayer
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 Defined in the book's chapter "Batches and masks".
 
 Shapes: B sentences, S source positions, T target positions after the shift right. Token ids are
-int64; masks are bool, True = may attend (see `annotated_transformer.masks`).
+int64; masks are bool, True = may attend (see `annotated_transformer.model.masks`).
 """
 
 from collections.abc import Sequence
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from annotated_transformer.masks import padding_mask, target_mask
+from annotated_transformer.model.masks import padding_mask, target_mask
 
 
 @dataclass(frozen=True)

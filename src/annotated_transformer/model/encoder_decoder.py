@@ -7,7 +7,7 @@ Defined in the book's chapter "The model architecture". The classes here only co
 are passed in; `annotated_transformer.model.make_model` builds the real ones.
 
 Shapes: B batch, S source positions, T target positions, d_model model width, V vocabulary.
-Masks are bool, True = may attend (see `annotated_transformer.masks`).
+Masks are bool, True = may attend (see `annotated_transformer.model.masks`).
 """
 
 import torch

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from annotated_transformer.batch import Batch, collate
-from annotated_transformer.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab
+from annotated_transformer.data.batch import Batch, collate
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,13 @@
+"""Layer 2, the data (§5.1): from sentences on disk to batches of token ids.
+
+- `batch`: `Batch` and `collate`, a batch with its masks ("Batches and masks").
+- `sampler`: batches by a token budget, `fill_batches` and `TokenBudgetBatchSampler`
+  ("Batches and masks").
+- `copy_task`: the synthetic copy task ("A first example").
+- `multi30k`: the Multi30k files, downloaded and checked ("Multi30k").
+- `vocab`: tokenizers and word vocabularies ("Multi30k").
+- `corpus`: a split tokenized and encoded ("Multi30k").
+- `bpe`: one shared byte-pair-encoding vocabulary ("Subwords and tied embeddings").
+
+It imports only `model` (for the masks) and `util`.
+"""

@@ -1,0 +1,10 @@
+"""Layer 3, decoding (§6.1): from a trained model to output sequences.
+
+- `simple`: greedy decoding over the whole prefix, the first version a reader meets
+  ("A first example").
+- `cache`: the decoder's keys and values kept between steps ("Decoding").
+- `search`: cached batched greedy decoding and beam search with the length penalty ("Decoding").
+- `batched`: many encoded sentences translated in length-sorted batches ("A real-world example").
+
+It imports `model`, `data` and `util`.
+"""

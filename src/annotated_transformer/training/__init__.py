@@ -1,0 +1,15 @@
+"""Layer 5, training (§5): from batches to trained weights.
+
+- `schedule`: Adam and the learning rate of Eq. (3) ("Optimizer and schedule").
+- `label_smoothing`: the loss with label smoothing, §5.4 ("Regularization").
+- `loop`: the loss of a batch, one optimizer step, an epoch ("The training loop").
+- `presets`: `TrainConfig` and the named presets ("A real-world example").
+- `checkpoints`: checkpoint files, written atomically, read with `weights_only=True`
+  ("A real-world example").
+- `distributed`: one or many processes, with `torchrun` ("A real-world example").
+- `run`: a whole training run on Multi30k: resumable, interruptible ("A real-world example").
+- `averaging`: the average of the last checkpoints, §6.1 ("Results").
+- `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
+
+It imports every layer below it: `model`, `data`, `decoding`, `evaluation`, `util`.
+"""
