@@ -4,7 +4,8 @@
 """Write a file so that a crash leaves the old version or the new one, never half of either.
 
 Defined in the book's chapter "Multi30k: words, tokens and vocabularies"; vocabularies,
-checkpoints and run logs are written through it.
+checkpoints and run logs are written through it. A write that fails (a full disk, a folder that
+is not writable) raises `WriteFailed`, whose message names the file.
 """
 
 import os
@@ -13,6 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+TEMPORARY = ".{name}.*.tmp"  # what atomic_write leaves behind only if the process is killed
+
+
+class WriteFailed(OSError):
+    """Writing a file failed; the file is left as it was before (or absent)."""
 
 
 @contextmanager
@@ -26,7 +33,10 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
     """
     path = Path(path)
     encoding = None if "b" in mode else "utf-8"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from error
     try:
         with open(fd, mode, encoding=encoding) as file:
             yield file
@@ -34,6 +44,21 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
             os.fsync(file.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a saved file is an ordinary file
         os.replace(tmp, path)  # atomic on POSIX and Windows when both are in one folder
+    except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, WriteFailed):
+            raise
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        message = f"cannot write {path}: {reason}; the previous file is unchanged"
+        raise WriteFailed(message) from error
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Delete what `atomic_write` left in `folder` when a process was killed mid-write."""
+    left = sorted(Path(folder).glob(TEMPORARY.format(name="*")))
+    for path in left:
+        path.unlink(missing_ok=True)
+    return left

@@ -1,0 +1,114 @@
+"""The package's folder tree is its architecture: layers that no import climbs, no cycles, short
+functions, and module names that say what they hold."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "annotated_transformer"
+
+# Lowest first. A module may import its own layer and the layers before it, never a later one.
+LAYERS = ["util", "model", "data", "decoding", "evaluation", "training", "top"]
+MAX_FUNCTION_LINES = 60
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> file, for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def layer(module: str) -> str:
+    """The layer of `annotated_transformer.X...`: its subpackage, or "top" for the modules beside them."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "top"
+
+
+def imports(path: Path) -> set[str]:
+    """The package modules `path` imports, at its top or inside functions."""
+    found = set()
+    known = modules()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from annotated_transformer.data import vocab` imports the module data.vocab
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        found |= {name for name in names if name in known}
+    return found
+
+
+def test_the_layers_are_the_subpackages() -> None:
+    subpackages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert subpackages == sorted(LAYERS[:-1])
+    for name in subpackages:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert doc and "Layer" in doc, f"{name}/__init__.py: a docstring naming its layer and chapters"
+
+
+def test_no_import_climbs_a_layer() -> None:
+    climbs = []
+    for name, path in modules().items():
+        if name == "annotated_transformer":
+            continue
+        for target in imports(path):
+            if target != "annotated_transformer" and (
+                LAYERS.index(layer(target)) > LAYERS.index(layer(name))
+            ):
+                climbs.append(f"{name} ({layer(name)}) imports {target} ({layer(target)})")
+    assert not climbs, "\n".join(climbs)
+
+
+def test_no_import_cycle() -> None:
+    graph = {name: imports(path) - {name, "annotated_transformer"} for name, path in modules().items()}
+    # Packages' __init__ files import nothing, so an edge to a package is not a path through it.
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt) :], nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    long = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {lines} lines (line {node.lineno})")
+    assert not long, "\n".join(long)
+
+
+def test_no_two_modules_share_a_short_name() -> None:
+    short: dict[str, list[str]] = {}
+    for name in modules():
+        if name.count(".") >= 1 and not name.endswith("__main__"):
+            short.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    shared = {k: v for k, v in short.items() if len(v) > 1}
+    assert not shared, shared
+
+
+def test_the_package_ships_its_type_marker() -> None:
+    assert (PACKAGE / "py.typed").exists()
