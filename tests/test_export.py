@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -39,11 +40,36 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def write_chapter(root: Path, *sources: str, name: str = "shapes") -> None:
-    """Replace a fixture chapter by one made of the given code cells."""
-    cells = [nbformat.v4.new_markdown_cell("# A chapter")]
-    cells += [nbformat.v4.new_code_cell(source) for source in sources]
+class Prose(str):
+    """The source of a markdown cell, for `write_chapter`."""
+
+
+def write_chapter(
+    root: Path, *sources: str, name: str = "shapes", title: str = "A chapter"
+) -> None:
+    """Replace a fixture chapter by one made of the given cells (code, or `Prose`)."""
+    cells = [nbformat.v4.new_markdown_cell(f"# {title}")]
+    for source in sources:
+        new_cell = (
+            nbformat.v4.new_markdown_cell
+            if isinstance(source, Prose)
+            else nbformat.v4.new_code_cell
+        )
+        cells.append(new_cell(str(source)))
     nbformat.write(nbformat.v4.new_notebook(cells=cells), root / "book" / f"{name}.ipynb")
+
+
+def edit_cell(root: Path, chapter: str, index: int, source: str | None, *, insert: bool = False):
+    """Change, insert (before `index`) or delete (source None) one cell of a fixture chapter."""
+    path = root / "book" / chapter
+    notebook = nbformat.read(path, as_version=4)
+    if source is None:
+        del notebook.cells[index]
+    elif insert:
+        notebook.cells.insert(index, nbformat.v4.new_markdown_cell(source))
+    else:
+        notebook.cells[index].source = source
+    nbformat.write(notebook, path)
 
 
 def test_export_writes_expected_modules(project: Path) -> None:
@@ -98,6 +124,16 @@ def test_generated_modules_pass_ruff_and_import(project: Path) -> None:
     )
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.strip() == "6.2832"
+    # The class written across cells works as one class, with no notebook helper.
+    code = (
+        "from annotated_transformer.shapes import Circle; c = Circle(1.5); "
+        "print(c.diameter, Circle.from_diameter(4.0).r, round(c.perimeter(), 4))"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", code], cwd=project / "src", capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.split() == ["3.0", "2.0", "9.4248"]
 
 
 def test_check_passes_when_up_to_date(project: Path) -> None:
@@ -138,6 +174,246 @@ def test_check_fails_when_a_notebook_changes(project: Path) -> None:
     result = run(project, "--check")
     assert result.returncode == 1
     assert "stale: src/annotated_transformer/extra.py" in result.stdout
+
+
+def test_markers_name_the_notebook_its_title_and_the_section(project: Path) -> None:
+    run(project)
+    text = (project / "src/annotated_transformer/shapes.py").read_text()
+    markers = [line.strip() for line in text.splitlines() if line.strip().startswith("# From ")]
+    assert markers == [
+        '# From book/shapes.ipynb, "Shapes".',  # before any section: the title alone
+        '# From book/shapes.ipynb, "Shapes" › "Areas".',
+        '# From book/shapes.ipynb, "Shapes" › "Circles".',  # a fenced "## ..." is no heading
+        '# From book/shapes.ipynb, "Shapes" › "Their size".',  # in the class body
+        '# From book/more.ipynb, "More shapes" › "Circles again".',  # in the class body
+        '# From book/more.ipynb, "More shapes".',  # the --append chapter's own cell
+    ]
+    assert "Continued in" not in text
+    # A marker sits right above its code, at the code's indentation.
+    assert '# From book/shapes.ipynb, "Shapes".\n"""Shapes (fixture)."""' in text
+    assert '    # From book/shapes.ipynb, "Shapes" › "Their size".\n    @property\n' in text
+
+
+def test_a_prose_cell_changes_no_module_and_a_renamed_heading_does(project: Path) -> None:
+    run(project)
+    edit_cell(project, "shapes.ipynb", 3, "More prose, no heading.", insert=True)
+    result = run(project, "--check")
+    assert result.returncode == 0, result.stdout  # markers carry no cell numbers
+    edit_cell(project, "shapes.ipynb", 5, "## Areas of things")  # was "## Areas"
+    result = run(project, "--check")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "stale: src/annotated_transformer/shapes.py (differs from what the chapters export)",
+        "stale: src/annotated_transformer/sub/units.py (differs from what the chapters export)",
+    ]
+
+
+def test_long_markers_are_wrapped_to_the_line_length(project: Path) -> None:
+    title = ", ".join(["A chapter whose title is long"] * 3)
+    section = ", ".join(["A section whose heading is long as well"] * 2)
+    write_chapter(
+        project,
+        "# default_exp annotated_transformer.long",
+        "# export\nclass K:\n    pass",
+        Prose(f"## {section}"),
+        "# export\n@add_to_class(K)\ndef f(self) -> int:\n    return 1",
+        title=title,
+    )
+    write_chapter(project, "# export annotated_transformer.other\nx = 1", name="more")
+    assert run(project).returncode == 0
+    lines = (project / "src/annotated_transformer/long.py").read_text().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert lines[3] == "# From book/shapes.ipynb,"  # the path stays whole, and greppable
+    assert lines[4].startswith('#   "A chapter whose title is long, A chapter')
+    assert lines[-3:-2] == [f'    #   › "{section}".']  # in the class body, indented
+
+
+def test_a_class_written_across_cells_is_one_class_statement(project: Path) -> None:
+    run(project)
+    text = (project / "src/annotated_transformer/shapes.py").read_text()
+    assert text.count("class Circle") == 1
+    assert "add_to_class" not in text  # neither the decorator nor its import
+    # Methods come after what the class already holds, in the order of the cells, indented,
+    # with their other decorators.
+    assert (
+        text.index("def __init__")
+        < text.index("    @property\n    def diameter")
+        < text.index("    @staticmethod\n    def from_diameter")
+        < text.index("    def perimeter")
+        < text.index("\ndef circumference")
+    )
+
+
+def test_check_reports_drift_in_a_method_cell(project: Path) -> None:
+    run(project)
+    edit_cell(
+        project,
+        "more.ipynb",
+        3,
+        "# export annotated_transformer.shapes --append\n@add_to_class(Circle)\n"
+        "def perimeter(self) -> float:\n    return 2 * math.pi * self.r",
+    )
+    result = run(project, "--check")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "stale: src/annotated_transformer/shapes.py (differs from what the chapters export)"
+    ]
+    assert run(project).returncode == 0
+    assert (
+        "        return 2 * math.pi * self.r\n"
+        in (project / "src/annotated_transformer/shapes.py").read_text()
+    )
+
+
+def test_a_folded_method_keeps_its_strings_and_comments(project: Path) -> None:
+    method = (
+        "# export\n"
+        "# A comment above the method travels with it.\n"
+        "@add_to_class(K)\n"
+        "def text(self) -> str:\n"
+        '    """A docstring is indented with the method."""\n'
+        '    return """first\n'
+        "  second\n"
+        'third"""'
+    )
+    write_chapter(
+        project,
+        "# default_exp annotated_transformer.strings",
+        '# export\nclass K:\n    """K."""',
+        method,
+    )
+    write_chapter(project, "# export annotated_transformer.other\nx = 1", name="more")
+    assert run(project).returncode == 0
+    text = (project / "src/annotated_transformer/strings.py").read_text()
+    assert "    # A comment above the method travels with it.\n    def text(self)" in text
+    assert '        """A docstring is indented with the method."""' in text
+    code = "from annotated_transformer.strings import K; print(repr(K().text()))"
+    imported = subprocess.run(
+        [sys.executable, "-c", code], cwd=project / "src", capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == repr("first\n  second\nthird")  # not indented
+
+
+CLASS = "# export annotated_transformer.a\nclass K:\n    pass"
+
+
+def method_cell(*body: str, module: str = "annotated_transformer.a") -> str:
+    return "\n".join([f"# export {module}", *body])
+
+
+METHOD = ("@add_to_class(K)", "def f(self):", "    return 1")
+
+
+@pytest.mark.parametrize(
+    ("sources", "cell", "message"),
+    [
+        ([method_cell(*METHOD)], 2, "no earlier `# export` cell of annotated_transformer.a"),
+        ([method_cell(*METHOD), CLASS], 2, "defines class K; define the class there first"),
+        (
+            [CLASS, method_cell(*METHOD, module="annotated_transformer.b")],
+            3,
+            "no earlier `# export` cell of annotated_transformer.b defines class K",
+        ),
+        ([CLASS, method_cell(*METHOD, "", "", "X = 1")], 3, "line 7 ('X = 1') belongs in a cell"),
+        (
+            [CLASS, method_cell(*METHOD, "", "", "def g(self):", "    pass")],
+            3,
+            "holds only functions decorated with it",
+        ),
+        (
+            [CLASS, method_cell("@property", *METHOD)],
+            3,
+            "must be the first (outermost) decorator of f",
+        ),
+        (
+            [CLASS, method_cell("@add_to_class(a.K)", *METHOD[1:])],
+            3,
+            "name the class and nothing else",
+        ),
+        (
+            [CLASS, method_cell(*METHOD[:2], "    return super().f()")],
+            3,
+            "line 4: f calls super() without arguments",
+        ),
+        (
+            [CLASS, method_cell(*METHOD[:2], "    return self.__secret")],
+            3,
+            "private name __secret",
+        ),
+        (
+            [
+                CLASS,
+                method_cell(
+                    "from annotated_transformer.notebook import add_to_class, setup_chapter",
+                    *METHOD,
+                ),
+            ],
+            3,
+            "import add_to_class on a line of its own",
+        ),
+        (
+            [CLASS, method_cell("from annotated_transformer.notebook import add_to_class")],
+            3,
+            "uses add_to_class but adds no method with it",
+        ),
+        (
+            [CLASS, method_cell(*METHOD[:2], "    return add_to_class")],
+            3,
+            "line 4 uses add_to_class other than as the first decorator",
+        ),
+        (
+            [CLASS, method_cell(*METHOD[:2], "    return " + "1 + " * 21 + "111")],
+            3,
+            "line 4 is 102 characters once f is indented into its class",
+        ),
+    ],
+)
+def test_add_to_class_mistakes_name_the_notebook_and_cell(
+    project: Path, sources: list[str], cell: int, message: str
+) -> None:
+    write_chapter(project, *sources)
+    before = sorted(project.rglob("*"))
+    result = run(project)
+    assert result.returncode == 2
+    assert f"book/shapes.ipynb, cell {cell}: " in result.stderr
+    assert message in result.stderr
+    assert sorted(project.rglob("*")) == before  # nothing written
+
+
+def test_add_to_class_sets_the_member_on_the_class() -> None:
+    """The notebook side: what the decorator does while a chapter runs top to bottom."""
+    from annotated_transformer.notebook import add_to_class
+
+    class Box:
+        def __init__(self, size: int) -> None:
+            self.size = size
+
+    @add_to_class(Box)
+    def double(self) -> int:
+        return 2 * self.size
+
+    @add_to_class(Box)
+    @property
+    def area(self) -> int:
+        return self.size**2
+
+    @add_to_class(Box)
+    @staticmethod
+    def unit() -> Box:
+        return Box(1)
+
+    @add_to_class(Box)
+    @functools.cached_property
+    def volume(self) -> int:
+        return self.size**3
+
+    box = Box(3)
+    assert (box.double(), box.area, Box.unit().size, box.volume) == (6, 9, 1, 27)
+    assert double(box) == 6  # the function is returned unchanged
+    assert box.__dict__["volume"] == 27  # cached_property learnt its name
+    with pytest.raises(TypeError, match="has no name"):
+        add_to_class(Box)(3)
 
 
 @pytest.mark.parametrize(

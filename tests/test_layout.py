@@ -26,7 +26,7 @@ def modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> str:
-    """The layer of `annotated_transformer.X...`: its subpackage, or "top" for the modules beside them."""
+    """The layer of a module: its subpackage, or "top" for the modules beside the subpackages."""
     parts = module.split(".")
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "top"
 
@@ -52,7 +52,9 @@ def test_the_layers_are_the_subpackages() -> None:
     assert subpackages == sorted(LAYERS[:-1])
     for name in subpackages:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
-        assert doc and "Layer" in doc, f"{name}/__init__.py: a docstring naming its layer and chapters"
+        assert doc and "Layer" in doc, (
+            f"{name}/__init__.py: a docstring naming its layer and chapters"
+        )
 
 
 def test_no_import_climbs_a_layer() -> None:
@@ -69,7 +71,9 @@ def test_no_import_climbs_a_layer() -> None:
 
 
 def test_no_import_cycle() -> None:
-    graph = {name: imports(path) - {name, "annotated_transformer"} for name, path in modules().items()}
+    graph = {
+        name: imports(path) - {name, "annotated_transformer"} for name, path in modules().items()
+    }
     # Packages' __init__ files import nothing, so an edge to a package is not a path through it.
     state: dict[str, str] = {}
     stack: list[str] = []

@@ -8,17 +8,54 @@ page), makes matplotlib draw crisp SVG figures, seeds Python's and PyTorch's ran
 (NumPy code takes a `numpy.random.default_rng(seed)` of its own), and returns the compute
 profile (see the introduction). Nothing happens at import time; the plotting libraries are
 imported only when a chapter asks, so the package itself does not need them.
+
+`add_to_class` lets a chapter write a class across cells, with prose between its methods.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from annotated_transformer.profile import Profile, current_profile
 
 OFFLINE_RENDERER = "annotated-transformer-offline"
+
+Member = TypeVar("Member")
+
+
+def add_to_class(cls: type) -> Callable[[Member], Member]:
+    """Set the decorated function on `cls` as a method, so a class can be written across cells.
+
+        class MultiHeadedAttention(nn.Module):
+            def __init__(self, h: int, d_model: int) -> None: ...
+
+        # ... prose ...
+
+        @add_to_class(MultiHeadedAttention)
+        def forward(self, query, key, value, mask=None): ...
+
+    It goes first, above any other decorator (`@property`, `@staticmethod`, `@torch.no_grad()`),
+    and adds what they make. The chapter runs top to bottom as written; `tools/export.py` folds
+    the function into the class statement, so the package never calls this. As any `def`, the
+    function's name is also bound in the notebook; the decorator returns it unchanged.
+    """
+
+    def add(member: Member) -> Member:
+        # A function has a name; a property, classmethod or cached_property holds one that has.
+        wrapped = [getattr(member, attribute, None) for attribute in ("fget", "__func__", "func")]
+        names = [getattr(candidate, "__name__", None) for candidate in (member, *wrapped)]
+        name = next((name for name in names if isinstance(name, str)), None)
+        if name is None:
+            raise TypeError(f"add_to_class({cls.__name__}): {member!r} has no name to add it as")
+        setattr(cls, name, member)
+        if hasattr(type(member), "__set_name__"):  # functools.cached_property and the like
+            member.__set_name__(cls, name)
+        return member
+
+    return add
 
 
 def offline_altair_html(spec: dict[str, Any], **embed_options: Any) -> dict[str, str]:
