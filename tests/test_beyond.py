@@ -141,14 +141,14 @@ def test_the_paper_parameter_counts_need_tying():
 def test_settings_for_bpe_and_tying_are_checked():
     with pytest.raises(ValueError, match='one vocabulary for both languages: set tokenizer="bpe"'):
         preset("tiny", share_embeddings=True)
-    with pytest.raises(ValueError, match='tokenizer must be "word" or "bpe", got \'spm\''):
+    with pytest.raises(ValueError, match='tokenizer: expected one of "word", "bpe", got "spm"'):
         preset("tiny", tokenizer="spm")
-    with pytest.raises(ValueError, match="positional must be one of"):
+    with pytest.raises(ValueError, match="setting positional: expected one of"):
         preset("tiny", positional="rotary")
     config = preset("tiny", tokenizer="bpe", share_embeddings=True, d_k=8, norm_first=True)
-    model = config.model_config(300, 300)
+    model = config.model.replace(src_vocab=300, tgt_vocab=300)
     assert (model.share_embeddings, model.d_k, model.norm_first) == (True, 8, True)
-    assert PRESETS["base"].tokenizer == "bpe" and PRESETS["base"].share_embeddings
+    assert PRESETS["base"].tokenizer == "bpe" and PRESETS["base"].model.share_embeddings
     assert PRESETS["small"].tokenizer == "word"
 
 
@@ -232,12 +232,19 @@ def test_a_bpe_checkpoint_without_its_tokenizer_or_beside_another_is_refused(bpe
 def test_averaging_keeps_the_tokenizer_and_refuses_another(bpe_run, tmp_path):
     path = bpe_run / "checkpoint-00000020.pt"
     averaged = average_checkpoints([path, path])
-    assert averaged["bpe"] == load_checkpoint(path)["bpe"]
-    other = load_checkpoint(path)
-    other["bpe"] = BPETokenizer.train(CORPUS, vocab_size=300).to_json()
+    averaged.save(tmp_path / "average.pt")
+    assert load_checkpoint(tmp_path / "average.pt")["bpe"] == load_checkpoint(path)["bpe"]
+    other = load_checkpoint(path)  # another run's tokenizer, with its vocabularies
+    bpe = BPETokenizer.train(CORPUS, vocab_size=300)
+    other["bpe"] = bpe.to_json()
+    other["src_vocab"] = other["tgt_vocab"] = bpe.vocab.to_json()
     del other["path"]
     save_checkpoint(tmp_path / "checkpoint-00000020.pt", other)
-    with pytest.raises(ValueError, match="have different bpe"):
+    with pytest.raises(ValueError, match=r"differ \(their tokenizers or vocabularies\)"):
+        average_checkpoints([path, tmp_path / "checkpoint-00000020.pt"])
+    other["tgt_vocab"] = load_checkpoint(path)["tgt_vocab"]  # one that does not match its BPE
+    save_checkpoint(tmp_path / "checkpoint-00000020.pt", other)
+    with pytest.raises(ValueError, match="the BPE tokenizer does not match the vocabularies"):
         average_checkpoints([path, tmp_path / "checkpoint-00000020.pt"])
 
 
@@ -255,8 +262,8 @@ def test_the_grid_scales_every_row_of_table_3(profile):
         config = base.replace(**v.changes)  # every variation is a valid run
         assert v.paper is None or v.paper in variations.PAPER
         if v.row == "A":  # constant computation: h · d_k = d_model
-            model = config.model_config(10, 10)
-            assert model.h * (model.d_k or model.d_model // model.h) == base.d_model
+            model = config.model
+            assert model.h * (model.d_k or model.d_model // model.h) == base.model.d_model
     assert sum(v.row == "A" for v in grid) == 4 and sum(v.row == "D" for v in grid) == 4
 
 
@@ -269,7 +276,7 @@ def test_a_variation_is_trained_scored_and_recorded(data_dir, tmp_path):
     record = variations.run(variation, base, tmp_path / "runs", tmp_path / "results", data_dir)
     saved = json.loads((tmp_path / "results" / "E-learned.json").read_text())
     assert saved == json.loads(json.dumps(record))
-    assert saved["steps"] == 3 and saved["config"]["positional"] == "learned"
+    assert saved["steps"] == 3 and saved["config"]["model"]["positional"] == "learned"
     assert saved["val"]["perplexity"] > 1 and 0 <= saved["val"]["bleu"]["score"] <= 100
     assert [step for step, _, _ in saved["train_curve"]] == [3]
     hypotheses = (tmp_path / "results" / "E-learned.val.en").read_text().splitlines()
@@ -279,6 +286,39 @@ def test_a_variation_is_trained_scored_and_recorded(data_dir, tmp_path):
 
 
 def test_an_unknown_variation_is_named(capsys):
-    with pytest.raises(SystemExit):
-        variations.main(["--only", "A-h3"])
-    assert "unknown variations ['A-h3']" in capsys.readouterr().err
+    assert cli.main(["grid", "--only", "A-h3"]) == 1
+    err = capsys.readouterr().err
+    assert "--only: unknown variations ['A-h3']" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_grid_is_a_command_and_its_records_name_it(tmp_path, monkeypatch, capsys):
+    help_text = cli.build_parser().format_help()
+    for command in ("info", "download", "train", "translate", "evaluate", "attention", "average",
+                    "grid"):  # fmt: skip
+        assert f"\n    {command} " in help_text or f"\n    {command}\n" in help_text, command
+    made = {}
+
+    def fake_run(variation, base, runs, results, data_dir, device, command):
+        made[variation.name] = (runs, command)
+        return {"val": {"bleu": {"score": 1.0}, "perplexity": 2.0}, "seconds": 3.0}
+
+    monkeypatch.setattr(variations, "run", fake_run)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    args = ["grid", "--only", "A-h1", "E-learned", "--runs", str(runs), "--results", str(results),
+            "--device", "cpu", "--data-dir", "data"]  # fmt: skip
+    assert cli.main(args) == 0
+    assert "2 of 26 variations to train" in capsys.readouterr().out
+    assert made["A-h1"] == (
+        runs / "quick",
+        f"annotated-transformer grid --profile quick --only A-h1 --runs {runs} "
+        f"--results {results} --device cpu --data-dir data",
+    )
+
+
+def test_the_grid_runs_its_processes_through_the_command_line(capsys):
+    # Each process runs `python -m annotated_transformer ARGS`; one that fails fails the grid.
+    commands = {"ok": ["--version"], "bad": ["grid", "--only", "no-such-variation"]}
+    assert variations.run_in_processes(["ok"], commands.get, jobs=2) == 0
+    assert variations.run_in_processes(["ok", "bad"], commands.get, jobs=2) == 1
+    out = capsys.readouterr().out
+    assert "ok: done" in out and "bad: FAILED" in out

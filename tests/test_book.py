@@ -51,7 +51,7 @@ def test_table_of_contents_lists_every_chapter_and_only_existing_ones() -> None:
 
 
 def test_ruff_lint_and_format() -> None:
-    targets = ["src", "tests", "tools", "book"]
+    targets = ["src", "tests", "tools", "book", "benchmarks"]
     lint = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", *targets],
         cwd=ROOT,

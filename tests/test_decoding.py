@@ -385,6 +385,41 @@ def test_a_batch_searches_like_each_sentence_alone(copy_model):
         assert all(len(ids) <= limit for ids, _ in together[i])
 
 
+def test_greedy_lanes_of_their_own_stay_with_their_sentences(monkeypatch):
+    """The greedy lanes the beams drop get rows of their own, after every beam row; a sentence
+    that is done leaves the batch with its lane's row. A batch of such sentences searches like
+    each sentence alone."""
+    from annotated_transformer.decoding import search
+
+    model = peaked(32, seed=6)
+    src, src_mask = sources(60, seed=33, vocab=32)
+    g = torch.Generator().manual_seed(8)
+    limits = torch.randint(3, src.size(1) + 5, (60,), generator=g).tolist()
+    seen = {"own rows": 0, "drops beside own rows": 0}
+    reorder, drop_done = search._reorder, search._drop_done
+
+    def counting_reorder(beams, *args):
+        reorder(beams, *args)
+        seen["own rows"] += beams.own.numel()
+
+    def counting_drop_done(beams, done):
+        seen["drops beside own rows"] += bool(done.any() and beams.own.numel())
+        drop_done(beams, done)
+
+    monkeypatch.setattr(search, "_reorder", counting_reorder)
+    monkeypatch.setattr(search, "_drop_done", counting_drop_done)
+    settings = {"start_symbol": START, "end_symbol": END, "beam_size": 4, "n_best": 4}
+    together = search.beam_search(model, src, src_mask, limits, **settings)
+    assert seen["own rows"] > 0 and seen["drops beside own rows"] > 0
+    check_hypotheses(model, src, src_mask, limits, together, 0.6)
+    for i, limit in enumerate(limits):
+        (single,) = search.beam_search(
+            model, src[i : i + 1], src_mask[i : i + 1], limit, **settings
+        )
+        assert [ids for ids, _ in together[i]] == [ids for ids, _ in single]
+        assert [s for _, s in together[i]] == pytest.approx([s for _, s in single], abs=1e-5)
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 

@@ -1,24 +1,20 @@
 """Part V, "Making it fast": every fast path equals the reference code it replaces.
 
 The fused attention and projections, `accelerate`, the loss from logits, fused Adam, bfloat16
-autocast and `torch.compile` against the book's reference code; `nn.Transformer` as the
-benchmark builds it against our model with the same weights; the `train` benchmark end to end
-and its errors. Tests that read Multi30k are skipped where it is not available.
+autocast and `torch.compile` against the book's reference code; training with the fast paths
+against the reference. (The benchmarks' tests are in test_benchmarks.py.) Tests that read
+Multi30k are skipped where it is not available.
 """
 
 import copy
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
-from annotated_transformer import bench
 from annotated_transformer.data.batch import Batch
 from annotated_transformer.model.attention import MultiHeadedAttention
-from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
+from annotated_transformer.model.transformer import make_model
 from annotated_transformer.training.fused import (
     FastMultiHeadedAttention,
     LabelSmoothingFromLogits,
@@ -299,183 +295,6 @@ def test_torch_compile_gives_the_same_loss_and_gradients():
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
-# --- the benchmark's baselines -----------------------------------------------------------------
-
-
-def copy_into_torch(ours: nn.Module, theirs: bench.TorchTransformer) -> None:
-    """Our weights in nn.Transformer's layout (its projection biases set to 0)."""
-    with torch.no_grad():
-        for p in theirs.parameters():
-            p.zero_()
-        theirs.src_embed.weight.copy_(ours.src_embed[0].embedding.weight)
-        theirs.tgt_embed.weight.copy_(ours.tgt_embed[0].embedding.weight)
-        theirs.generator.load_state_dict(ours.generator.state_dict())
-        stacks = (
-            (ours.encoder.layers, theirs.transformer.encoder.layers, ("self_attn",)),
-            (ours.decoder.layers, theirs.transformer.decoder.layers, ("self_attn", "src_attn")),
-        )
-        for our_layers, their_layers, attentions in stacks:
-            for a, t in zip(our_layers, their_layers, strict=True):
-                for name, their_name in zip(
-                    attentions, ("self_attn", "multihead_attn")[: len(attentions)], strict=True
-                ):
-                    mha, their = getattr(a, name), getattr(t, their_name)
-                    weight = torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight])
-                    their.in_proj_weight.copy_(weight)
-                    their.out_proj.weight.copy_(mha.w_o.weight)
-                t.linear1.load_state_dict(a.feed_forward.w_1.state_dict())
-                t.linear2.load_state_dict(a.feed_forward.w_2.state_dict())
-                for i, sub in enumerate(a.sublayer):
-                    getattr(t, f"norm{i + 1}").load_state_dict(sub.norm.state_dict())
-
-
-def test_the_nn_transformer_baseline_is_configured_like_our_model():
-    torch.manual_seed(11)
-    config = ModelConfig(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0, max_len=64)
-    ours, theirs = build_model(config), bench.TorchTransformer(config)
-    copy_into_torch(ours, theirs)
-    b = a_batch(V=40)
-    expected = ours(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
-    got = theirs(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
-    keep = b.tgt_out != PAD  # padded target positions are never read
-    torch.testing.assert_close(got[keep], expected[keep], rtol=1e-4, atol=1e-5)
-    # Apart from nn.Transformer's projection biases (4·d_model + ... per attention), the same size.
-    biases = sum(
-        m.in_proj_bias.numel() + m.out_proj.bias.numel()
-        for m in theirs.modules()
-        if isinstance(m, nn.MultiheadAttention)
-    )
-    count = sum(p.numel() for p in theirs.parameters())
-    assert count - biases == sum(p.numel() for p in ours.parameters())
-
-
-FAKE_2022 = """
-import this_module_does_not_exist  # never executed: only the named definitions are
-
-def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
-    ours = __import__("annotated_transformer.model.transformer", fromlist=["make_model"]).make_model
-    return ours(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
-
-def helper():  # not one of the names: never defined
-    raise AssertionError
-
-class LabelSmoothing(nn.Module):
-    def __init__(self, size, padding_idx, smoothing=0.0):
-        super().__init__()
-        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
-
-    def forward(self, x, target):
-        q = torch.full_like(x, self.smoothing / (self.size - 2))
-        q.scatter_(1, target.unsqueeze(1), 1 - self.smoothing)
-        q[:, self.padding_idx] = 0
-        q[target == self.padding_idx] = 0
-        return nn.KLDivLoss(reduction="sum")(x, q)
-"""
-
-
-def fake_2022(folder: Path) -> Path:
-    """A stand-in for the 2022 file: its make_model is ours, and the other names are stubs."""
-    names = [n for n in bench.NAMES_2022 if n not in ("make_model", "LabelSmoothing")]
-    path = folder / "the_annotated_transformer.py"
-    path.write_text(FAKE_2022 + "".join(f"\nclass {name}:\n    pass\n" for name in names))
-    return path
-
-
-def test_the_2022_loader_runs_only_the_named_definitions_and_names_what_is_missing(tmp_path):
-    code = bench.load_2022(fake_2022(tmp_path))
-    assert set(bench.NAMES_2022) <= set(code) and "helper" not in code
-    assert len(code["sha256"]) == 64
-    with pytest.raises(OSError, match=r"no_such_file\.py"):
-        bench.load_2022(tmp_path / "no_such_file.py")
-    broken = tmp_path / "broken.py"
-    broken.write_text("def make_model(:\n")
-    with pytest.raises(ValueError, match=r"broken.py: not Python \(line 1"):
-        bench.load_2022(broken)
-    other = tmp_path / "other.py"
-    other.write_text("def make_model():\n    pass\n")
-    with pytest.raises(ValueError, match="defines no Decoder, DecoderLayer, Embeddings"):
-        bench.load_2022(other)
-
-
-def test_the_train_benchmark_writes_a_complete_record(data_dir, tmp_path, capsys):
-    code = fake_2022(tmp_path)
-    out = tmp_path / "bench.json"
-    args = [
-        "train",
-        "--preset",
-        "tiny",
-        "--data-dir",
-        str(data_dir),
-        "--batches",
-        "2",
-        "--rounds",
-        "1",
-        "--lengths",
-        "16",
-        "--code-2022",
-        str(code),
-        "--output",
-        str(out),
-    ]
-    assert bench.main(args) == 0
-    printed = capsys.readouterr().out
-    assert "ours / nn.Transformer" in printed and f"wrote {out}" in printed
-    record = json.loads(out.read_text())
-    names = [
-        "reference",
-        "+ SDPA",
-        "+ fused QKV",
-        "+ loss from logits",
-        "ours",
-        "nn.Transformer",
-        "2022 code",
-        "2022 as published",
-    ]
-    assert list(record["results"]) == names
-    for result in record["results"].values():
-        assert result["tokens_per_second"] > 0 and result["peak_step_memory_mb"] > 0
-        assert 0 < result["model_flops_utilization"] < 1.5
-        assert len(result["tokens_per_second_per_round"]) == 1
-    assert set(record["ratios"]) >= {
-        "ours / reference",
-        "ours / nn.Transformer",
-        "ours / 2022 code",
-        "ours / 2022 as published",
-    }
-    assert record["config"]["preset"] == "tiny" and record["config"]["batches"] == 2
-    assert record["flops_per_target_token"] > 0 and record["matmul"]["flops_per_second"] > 0
-    assert record["lengths"][0]["length"] == 16 and "ours" in record["lengths"][0]
-    assert record["code_2022"]["sha256"] == bench.load_2022(code)["sha256"]
-    assert record["device"].startswith("cpu")
-
-
-def test_the_train_benchmark_errors_are_one_line(data_dir, tmp_path, capsys):
-    missing = tmp_path / "missing.py"
-    code = bench.main(
-        [
-            "train",
-            "--preset",
-            "tiny",
-            "--data-dir",
-            str(data_dir),
-            "--code-2022",
-            str(missing),
-            "--lengths",
-            "",
-        ]
-    )
-    err = capsys.readouterr().err
-    assert code == 1 and "missing.py" in err and len(err.strip().splitlines()) == 1
-    with pytest.raises(SystemExit):
-        bench.main(["train", "--lengths", "16,x"])
-    assert "comma-separated integers" in capsys.readouterr().err
-    assert (
-        bench.main(["train", "--preset", "tiny", "--data-dir", str(data_dir), "--lengths", "4096"])
-        == 1
-    )
-    assert "exceed the preset's max_len=256" in capsys.readouterr().err
-
-
 # --- the trainer -------------------------------------------------------------------------------
 
 
@@ -493,23 +312,3 @@ def test_training_with_the_fast_paths_follows_the_reference(data_dir, tmp_path):
         finals.append(outcome.model.state_dict())
     for name, weight in finals[0].items():
         torch.testing.assert_close(finals[1][name], weight, rtol=1e-3, atol=1e-4, msg=name)
-
-
-def test_beam_search_without_the_cache_finds_the_same_translations():
-    from annotated_transformer.decoding.search import beam_search
-
-    torch.manual_seed(12)
-    model = make_model(30, 30, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()
-    b = a_batch(V=30)
-    limits = [12] * b.size
-    cached = beam_search(model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3)
-    uncached = beam_search(
-        model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3,
-        start=bench.WholePrefix.start, step=bench.WholePrefix.step,
-    )  # fmt: skip
-    assert [[ids for ids, _ in best] for best in uncached] == [
-        [ids for ids, _ in best] for best in cached
-    ]
-    for best_a, best_b in zip(cached, uncached, strict=True):
-        for (_, a), (_, c) in zip(best_a, best_b, strict=True):
-            assert math.isclose(a, c, rel_tol=1e-4, abs_tol=1e-5)

@@ -404,9 +404,9 @@ def test_presets_and_options() -> None:
     ("changes", "message"),
     [
         ({"h": 6}, "d_model=512 is not divisible by h=6"),
-        ({"positional": "rotary"}, "positional must be one of"),
-        ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
-        ({"N": 0}, "N must be a positive integer"),
+        ({"positional": "rotary"}, "setting positional: expected one of"),
+        ({"dropout": 1.0}, r"setting dropout: expected a number in \[0, 1\), got 1.0"),
+        ({"N": 0}, "setting N: expected a positive integer, got 0"),
         ({"d_model": 511, "h": 7}, "even d_model, got 511"),
     ],
 )

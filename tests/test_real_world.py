@@ -10,6 +10,7 @@ import http.server
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from annotated_transformer.training.presets import PRESETS, TrainConfig, preset
 from annotated_transformer.training.run import prepare_data, train
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.settings import SettingError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ddp_worker.py")
@@ -118,7 +120,11 @@ def test_vocab_json_round_trip_and_bad_files(tmp_path):
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "file.txt"
     path.write_text("old")
-    with pytest.raises(RuntimeError), atomic_write(path, "w") as f:
+    # torch.save reports a full disk as a RuntimeError; atomic_write names the file it kept
+    with (
+        pytest.raises(OSError, match=r"cannot write .*file\.txt: disk full; the previous file"),
+        atomic_write(path, "w") as f,
+    ):
         f.write("half of the new")
         raise RuntimeError("disk full")
     assert path.read_text() == "old"
@@ -326,7 +332,7 @@ def test_vocabulary_or_weights_that_do_not_match_the_checkpoint(tiny_run, tmp_pa
         Translator.from_checkpoint(run)
     (run / "src_vocab.json").unlink()
     payload = load_checkpoint(run)
-    payload["config"]["d_ff"] = 128  # the weights were trained with d_ff = 256
+    payload["config"]["model"]["d_ff"] = 128  # the weights were trained with d_ff = 256
     del payload["path"]
     save_checkpoint(run / "checkpoint-00000040.pt", payload)
     with pytest.raises(ValueError, match="the weights do not match the checkpoint's own config"):
@@ -403,7 +409,8 @@ def test_two_processes_equal_one_on_the_same_global_batches(data_dir, tmp_path):
     rank0, rank1 = load_weights(two / "weights-rank0.pt"), load_weights(two / "weights-rank1.pt")
     alone = load_weights(one / "weights-rank0.pt")
     torch.manual_seed(0)
-    initial = build_model(PRESETS["tiny"].model_config(8012, 6190)).state_dict()
+    initial = build_model(PRESETS["tiny"].model.replace(src_vocab=8012, tgt_vocab=6190))
+    initial = initial.state_dict()
     for name, weight in alone.items():
         torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0)
         torch.testing.assert_close(rank0[name], weight, rtol=0, atol=1e-5)
@@ -475,7 +482,7 @@ def test_settings_are_checked():
         preset("base", d_model=100)
     with pytest.raises(ValueError, match="a run needs an end"):
         preset("tiny", epochs=None, max_steps=None)
-    with pytest.raises(ValueError, match=r"config\.json: dropout and label_smoothing"):
+    with pytest.raises(ValueError, match=r"config\.json: setting dropout: expected a number in"):
         TrainConfig.from_dict({"dropout": 1.5}, "config.json")
 
 
@@ -487,6 +494,171 @@ def test_bad_set_options_are_one_clear_error(tmp_path, capsys):
     assert code == 1 and "--set seed=x: write NAME=VALUE with a JSON value" in err
     code, _, err = run_cli(capsys, "train", "--preset", "tiny", "--out", out, "--set", "nope=1")
     assert code == 1 and "unknown training settings ['nope']" in err
+
+
+# A bad setting, and the one line that names it: the same through Python, `--set` and config.json.
+BAD_SETTINGS = [
+    ({"norm_first": "false"}, 'setting norm_first: expected true or false, got "false" (a string)'),
+    ({"norm_first": 1}, "setting norm_first: expected true or false, got 1 (an integer)"),
+    ({"share_embeddings": "no"}, 'share_embeddings: expected true or false, got "no" (a string)'),
+    ({"bf16": None}, "setting bf16: expected true or false, got null"),
+    ({"N": 2.5}, "setting N: expected a positive integer, got 2.5 (a number with a fraction)"),
+    ({"N": True}, "setting N: expected a positive integer, got true (a boolean)"),
+    ({"N": 0}, "setting N: expected a positive integer, got 0"),
+    ({"warmup": "4000"}, 'setting warmup: expected a positive integer, got "4000" (a string)'),
+    ({"keep": 0}, "setting keep: expected a positive integer, got 0"),
+    ({"seed": -1}, "setting seed: expected an integer >= 0, got -1"),
+    ({"max_steps": 0}, "setting max_steps: expected a positive integer or null, got 0"),
+    ({"d_k": 1.5}, "setting d_k: expected a positive integer or null, got 1.5 (a number"),
+    ({"dropout": 1.0}, "setting dropout: expected a number in [0, 1), got 1.0"),
+    ({"dropout": "0.1"}, 'setting dropout: expected a number in [0, 1), got "0.1" (a string)'),
+    ({"attention_dropout": -0.1}, "setting attention_dropout: expected a number in [0, 1), got"),
+    ({"label_smoothing": 1}, "setting label_smoothing: expected a number in [0, 1), got 1.0"),
+    ({"lr_factor": 0}, "setting lr_factor: expected a positive number, got 0.0"),
+    ({"clip_norm": -1}, "setting clip_norm: expected a positive number or null, got -1.0"),
+    ({"save_minutes": False}, "save_minutes: expected a positive number, got false (a boolean)"),
+    ({"tokenizer": "spm"}, 'setting tokenizer: expected one of "word", "bpe", got "spm"'),
+    ({"positional": "rotary"}, 'setting positional: expected one of "sinusoidal", "learned", got'),
+    ({"d_model": 66}, "settings d_model and h: d_model=66 is not divisible by h=4"),
+    ({"d_model": 63, "h": 3}, "sinusoidal positional encoding needs an even d_model, got 63"),
+    ({"max_tokens": 100}, "settings max_tokens and max_len: max_tokens=100 must be at least"),
+    ({"share_embeddings": True}, "share_embeddings: true ties the source and target embeddings"),
+    ({"epochs": None}, "settings epochs and max_steps: give one or both, a run needs an end"),
+    ({"src_vocab": 100}, "setting src_vocab: a run reads its vocabulary sizes off its data"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD_SETTINGS)
+def test_a_bad_setting_is_refused_the_same_from_python_set_and_config_json(
+    changes, message, tmp_path, capsys
+):
+    with pytest.raises(SettingError) as python:
+        preset("tiny", **changes)
+    assert message in str(python.value)
+    # a value of the wrong type is a TypeError too; one out of range is only a ValueError
+    assert isinstance(python.value, TypeError) == (" (a" in message or "got null" in message)
+    out = tmp_path / "run"
+    sets = [word for name, v in changes.items() for word in ("--set", f"{name}={json.dumps(v)}")]
+    code, _, err = run_cli(capsys, "train", "--preset", "tiny", "--out", str(out), *sets)
+    assert code == 1 and message in err and err.count("\n") == 1, err
+    assert not out.exists()  # refused before anything was written
+    data = preset("tiny").to_dict()
+    for name, value in changes.items():  # where the setting lives: the model's object or beside
+        (data["model"] if name in data["model"] or name.endswith("vocab") else data)[name] = value
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(data))
+    code, _, err = run_cli(capsys, "train", "--resume", "--out", str(out))
+    assert code == 1 and err.startswith(f"annotated-transformer: error: {out / 'config.json'}: ")
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_every_setting_has_its_rule_and_values_are_stored_in_their_type():
+    from dataclasses import fields
+
+    from annotated_transformer.model.transformer import MODEL_SETTINGS, ModelConfig
+    from annotated_transformer.training.presets import TRAIN_SETTINGS
+
+    assert set(MODEL_SETTINGS) == {f.name for f in fields(ModelConfig)}
+    assert set(TRAIN_SETTINGS) == {f.name for f in fields(TrainConfig)} - {"model"}
+    config = preset("tiny", N=3.0, dropout=0, lr_factor=2, clip_norm=1)
+    assert type(config.model.N) is int and config.model.N == 3
+    assert type(config.model.dropout) is float and type(config.lr_factor) is float
+    assert type(config.clip_norm) is float and config.clip_norm == 1.0
+
+
+def test_settings_round_trip_through_json_in_both_forms():
+    for name, config in PRESETS.items():
+        nested = json.loads(json.dumps(config.to_dict()))
+        assert "N" not in nested and nested["model"]["N"] == config.model.N, name
+        assert "src_vocab" not in nested["model"]
+        assert TrainConfig.from_dict(nested) == config, name
+        assert TrainConfig.from_dict(config.settings()) == config, name  # flat, as 0.1.0 wrote
+    with pytest.raises(SettingError, match=r"x\.json: settings \['N'\] given twice"):
+        TrainConfig.from_dict({"N": 2, "model": {"N": 3}}, "x.json")
+    with pytest.raises(SettingError, match=r"x\.json: expected an object of settings, got \[\]"):
+        TrainConfig.from_dict([], "x.json")
+
+
+def test_every_committed_configuration_still_loads():
+    """config.json files and the settings inside records, in the flat form they were written in."""
+    found = []
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if path.name == "config.json":
+            found.append((path, data))
+        elif isinstance(data, dict) and "config" in data and "benchmark" not in data:
+            found.append((path, data["config"]))  # a benchmark's "config" is its own
+    assert len(found) >= 27  # results/multi30k-small/config.json and the Table 3 grid's records
+    for path, data in found:
+        config = TrainConfig.from_dict(data, str(path))
+        assert TrainConfig.from_dict(config.to_dict()) == config, path
+    small = json.loads((ROOT / "results" / "multi30k-small" / "config.json").read_text())
+    small = TrainConfig.from_dict(small)
+    assert small == PRESETS["small"]  # 0.1.0's flat file, without the settings added since
+
+
+def test_set_values_are_json_and_reach_the_run_typed(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from annotated_transformer.training import run as trainer
+
+    seen = []
+
+    def fake_train(config, *args, **kwargs):
+        seen.append(config)
+        return SimpleNamespace(stopped_by=None)
+
+    monkeypatch.setattr(trainer, "train", fake_train)
+    out = str(tmp_path / "run")
+    sets = ["norm_first=false", "d_model=128", "dropout=0", "clip_norm=1", 'positional="learned"']
+    assert run_cli(capsys, "train", "--preset", "tiny", "--out", out,
+                   *[w for s in sets for w in ("--set", s)])[0] == 0  # fmt: skip
+    (config,) = seen
+    assert config.model.norm_first is False and config.model.d_model == 128
+    assert config.model.positional == "learned" and config.model.dropout == 0.0
+    assert config.clip_norm == 1.0
+    # `train --resume` before the first checkpoint: the settings of the folder's config.json
+    Path(out).mkdir()
+    (Path(out) / "config.json").write_text(json.dumps(config.to_dict()))
+    assert run_cli(capsys, "train", "--resume", "--out", out, "--max-steps", "7")[0] == 0
+    assert seen[1] == config.replace(max_steps=7, epochs=None)
+
+
+def test_resume_checks_the_vocabulary_files_as_translate_does(tiny_run, tmp_path, capsys):
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run)
+    Vocab([*SPECIALS, "nur", "drei", "Wörter"]).save(run / "src_vocab.json")
+    code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--max-steps", "41")
+    assert code == 1 and "src_vocab.json does not match the vocabulary inside" in err
+    code, _, err = run_cli(
+        capsys, "train", "--preset", "tiny", "--resume", "--out", str(run), "--max-steps", "41"
+    )
+    assert code == 1 and "src_vocab.json does not match the vocabulary inside" in err
+    assert load_checkpoint(run)["train_state"]["step"] == 40  # nothing trained
+
+
+def test_a_checkpoint_with_the_flat_settings_of_0_1_0_translates(tiny_run, tmp_path):
+    payload = load_checkpoint(tiny_run)
+    nested = payload["config"]
+    payload["config"] = TrainConfig.from_dict(nested).settings()  # flat, as 0.1.0 saved it
+    assert "model" not in payload["config"] and payload["config"]["d_model"] == 64
+    del payload["path"]
+    save_checkpoint(tmp_path / "checkpoint-00000040.pt", payload)
+    old, new = Translator.from_checkpoint(tmp_path), Translator.from_checkpoint(tiny_run)
+    assert old.config == new.config
+    sentences = ["Ein Hund rennt.", "Zwei Frauen lachen."]
+    assert old.translate(sentences, beam_size=2) == new.translate(sentences, beam_size=2)
+
+
+def test_saved_run_reads_everything_once(tiny_run):
+    from annotated_transformer.training.saved_run import SavedRun
+
+    saved = SavedRun.load(tiny_run)
+    assert saved.path.name == "checkpoint-00000040.pt" and saved.step == 40
+    assert saved.config == tiny(max_steps=40, eval_every=40) and saved.bpe is None
+    assert saved.model_config().src_vocab == len(saved.src_vocab) == 8012
+    assert set(saved.extra) >= {"optimizer", "scheduler", "train_state", "rng", "elapsed"}
+    assert saved.origin()["step"] == 40
 
 
 def test_empty_lines_on_stdin_stay_empty(tiny_run, capsys, monkeypatch):
@@ -516,7 +688,7 @@ def test_a_bfloat16_autocast_step_matches_float32_closely():
     losses = []
     for autocast in (None, torch.bfloat16):
         torch.manual_seed(0)
-        model = build_model(PRESETS["tiny"].replace(dropout=0.0).model_config(50, 50))
+        model = build_model(PRESETS["tiny"].model.replace(dropout=0.0, src_vocab=50, tgt_vocab=50))
         result = train_step(
             model, [collate(pairs, PAD_ID)], LabelSmoothing(50, PAD_ID, 0.1),
             make_optimizer(model.parameters()), autocast=autocast,

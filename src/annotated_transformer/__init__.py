@@ -4,7 +4,6 @@ Most modules here are generated from the chapters of the book in `book/` (each s
 its top: edit the notebook, not the module). Hand-written modules carry no such header:
 
 - `cli`: the `annotated-transformer` command line;
-- `bench`: benchmarks that print side-by-side ratios (`python -m annotated_transformer.bench`);
 - `notebook`: plumbing the chapters call first (offline charts, crisp figures, the profile).
 
 Importing the package prints, downloads and seeds nothing.

@@ -65,8 +65,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace):
-    from annotated_transformer.training.checkpoints import list_checkpoints, load_checkpoint
-    from annotated_transformer.training.presets import TrainConfig, preset
+    from annotated_transformer.training.presets import preset
+    from annotated_transformer.training.saved_run import saved_config
 
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
                                  ("accumulate", args.accumulate), ("dropout", args.dropout),
@@ -89,11 +89,10 @@ def _train_config(args: argparse.Namespace):
             raise ValueError(f"--set {setting}: write NAME=VALUE, e.g. --set warmup=2000")
     if args.preset is not None:
         return preset(args.preset, **changes)
-    found = list_checkpoints(args.out) if args.resume else []
-    if not found:
+    saved = saved_config(args.out) if args.resume else None  # its checkpoint's, or config.json's
+    if saved is None:
         raise ValueError("give --preset (tiny, small, base or big), or --resume an existing run")
-    payload = load_checkpoint(found[-1])
-    return TrainConfig.from_dict(payload["config"], payload["path"]).replace(**changes)
+    return saved.replace(**changes)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -146,8 +145,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import shlex
 
     from annotated_transformer.evaluation import scores as evaluation
-    from annotated_transformer.training.run import describe_device
     from annotated_transformer.translator import Translator
+    from annotated_transformer.util.device import describe_device
 
     splits = list(evaluation.EVAL_SPLITS) if args.split == ["all"] else args.split
     for split in splits:
@@ -205,7 +204,6 @@ def cmd_average(args: argparse.Namespace) -> int:
         check_average_path,
         last_checkpoints,
     )
-    from annotated_transformer.training.checkpoints import save_checkpoint
 
     out = check_average_path(args.out)
     paths: list = []
@@ -214,9 +212,9 @@ def cmd_average(args: argparse.Namespace) -> int:
             paths.extend(last_checkpoints(given, args.last))
         else:
             paths.append(Path(given))
-    payload = average_checkpoints(paths)
-    save_checkpoint(out, payload)
-    steps = ", ".join(str(entry["step"]) for entry in payload["averaged_from"])
+    averaged = average_checkpoints(paths)
+    averaged.save(out)
+    steps = ", ".join(str(entry["step"]) for entry in averaged.extra["averaged_from"])
     print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
     return 0
 
@@ -228,13 +226,14 @@ def cmd_attention(args: argparse.Namespace) -> int:
     import torch
 
     from annotated_transformer.data.vocab import BOS, BOS_ID, EOS
+    from annotated_transformer.decoding.batched import translate_ids
     from annotated_transformer.evaluation.attention_maps import attention_maps, save_attention_maps
-    from annotated_transformer.translator import Translator, translate_ids
+    from annotated_transformer.translator import Translator
 
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
     (words,) = translate_ids(
-        translator.model, [src], translator.tgt_vocab, max_len=translator.config.max_len,
+        translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
         beam_size=args.beam, alpha=args.alpha,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
@@ -263,12 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("info", help="versions, device, and the chapter behind each module")
     info.set_defaults(run=cmd_info)
-
-    data_help = f"folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"
     download = commands.add_parser("download", help="download Multi30k, checking every file")
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     download.set_defaults(run=cmd_download)
+    for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_grid):
+        add(commands)
+    return parser
 
+
+DATA_HELP = f"folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"
+Commands = argparse._SubParsersAction  # what `add_subparsers` returns
+
+
+def _add_train(commands: Commands) -> None:
     train = commands.add_parser(
         "train",
         help="train on Multi30k German→English (under torchrun: on many processes)",
@@ -278,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--preset", choices=["tiny", "small", "base", "big"])
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints")  # fmt: skip
-    train.add_argument("--data-dir", help=data_help)
+    train.add_argument("--data-dir", help=DATA_HELP)
     length = train.add_mutually_exclusive_group()
     length.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
     length.add_argument("--epochs", type=int, help="stop after this many passes over the data")
@@ -300,11 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(run=cmd_train)
 
+
+def _add_translate(commands: Commands) -> None:
     translate = commands.add_parser("translate", help="translate German sentences into English")
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
     _model_options(translate)
     translate.set_defaults(run=cmd_translate)
 
+
+def _add_evaluate(commands: Commands) -> None:
     evaluate = commands.add_parser(
         "evaluate", help="BLEU, chrF and lowercased BLEU on Multi30k splits (sacreBLEU)"
     )
@@ -312,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--split", nargs="+", default=["test2016"], metavar="SPLIT",
         help="val, test2016, test2017, test2018, mscoco, or all (default: test2016)",
     )  # fmt: skip
-    evaluate.add_argument("--data-dir", help=data_help)
+    evaluate.add_argument("--data-dir", help=DATA_HELP)
     evaluate.add_argument("--output", help="also write the translations to this file")
     evaluate.add_argument(
         "--results", metavar="DIR", help="record each split in DIR: SPLIT-TAG.json (command, "
@@ -322,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
 
+
+def _add_attention(commands: Commands) -> None:
     attention = commands.add_parser(
         "attention", help="save every head's attention weights for one translated sentence"
     )
@@ -330,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(attention)
     attention.set_defaults(run=cmd_attention)
 
+
+def _add_average(commands: Commands) -> None:
     average = commands.add_parser(
         "average", help="average the last checkpoints of a run into one model (§6.1)"
     )
@@ -340,7 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     average.add_argument("--last", type=int, default=5, help="checkpoints per run folder (5)")
     average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt")
     average.set_defaults(run=cmd_average)
-    return parser
+
+
+def _add_grid(commands: Commands) -> None:
+    from annotated_transformer import variations  # without torch: it is imported when a run starts
+
+    grid = commands.add_parser(
+        "grid",
+        help="train Table 3's variations on Multi30k and record each (§6.2)",
+        description="Train the variations of Table 3 (and more) of one base run on Multi30k, score "
+        "each on val with beam search and record it; what is recorded with the same settings is "
+        "skipped. The grid's processes (--jobs) run `python -m annotated_transformer grid`.",
+    )
+    variations.add_grid_options(grid)
+    grid.set_defaults(run=variations.run_grid)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:

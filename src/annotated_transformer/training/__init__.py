@@ -6,10 +6,15 @@
 - `presets`: `TrainConfig` and the named presets ("A real-world example").
 - `checkpoints`: checkpoint files, written atomically, read with `weights_only=True`
   ("A real-world example").
+- `saved_run`: a run read back from its checkpoint, with every check, in one place
+  ("A real-world example").
 - `distributed`: one or many processes, with `torchrun` ("A real-world example").
-- `run`: a whole training run on Multi30k: resumable, interruptible ("A real-world example").
+- `run`: a whole training run on Multi30k, in a few named steps around one `Run`: resumable,
+  interruptible ("A real-world example").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
+- `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it
+  fast"); the benchmarks in `benchmarks/` use them too.
 
 It imports every layer below it: `model`, `data`, `decoding`, `evaluation`, `util`.
 """

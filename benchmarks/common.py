@@ -1,0 +1,87 @@
+"""What the benchmarks share: their records, their command lines, their errors.
+
+Each benchmark is one script of this folder, run as `python benchmarks/NAME.py ...`. It writes
+one JSON record to `results/` (the chapters read `results/bench-*.json`) holding the command that
+made it, the device, the versions and the date beside what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import torch
+from torch import nn
+
+from annotated_transformer import __version__
+from annotated_transformer.data.vocab import PAD_ID
+from annotated_transformer.util.atomic import atomic_write
+
+
+def padded(sources: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Token ids of different lengths as one right-padded (B, S) batch on `device`."""
+    return nn.utils.rnn.pad_sequence(list(sources), batch_first=True, padding_value=PAD_ID).to(
+        device
+    )  # (B, S)
+
+
+def versions() -> dict[str, str]:
+    return {
+        "annotated_transformer": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command(script: str, argv: Sequence[str]) -> str:
+    """The command line that ran `script` with `argv`, as a shell would read it back."""
+    return shlex.join(["python", f"benchmarks/{script}", *argv])
+
+
+def write_report(report: dict, output: str | None) -> None:
+    """Write `report` as JSON to `output` (atomically), if given."""
+    if output:
+        with atomic_write(output, "w") as file:
+            json.dump(report, file, indent=2)
+            file.write("\n")
+        print(f"wrote {output}")
+
+
+def int_list(text: str) -> list[int]:
+    """An argparse type: "16,32,64" -> [16, 32, 64]; "" -> []."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def run_main(
+    parser: argparse.ArgumentParser,
+    bench: Callable[[argparse.Namespace, list[str]], int],
+    argv: Sequence[str] | None,
+) -> int:
+    """Parse `argv` (default: the command line) and run `bench(args, argv)`.
+
+    Bad input (a missing file, a setting out of range) is one line on stderr and exit status 1.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    try:
+        return bench(args, argv)
+    except (OSError, ValueError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,229 @@
+"""Decoding speed: one trained model translates one Multi30k split in several ways, side by side.
+
+    python benchmarks/decoding.py --checkpoint runs/small/average.pt --split test2016 \\
+        --output results/bench-decoding-cpu.json
+
+The ways run one after the other in the same process; it reports sentences per second and the
+ratios between them:
+
+- the 2022 Annotated Transformer's way: one sentence at a time, re-running the decoder over the
+  whole prefix at every step (`decoding.simple_greedy_decode`; given an end symbol, so it stops at
+  `</s>` where the 2022 code always ran to its maximum length: a generous baseline). It is slow, so
+  it translates only the first `--baseline-limit` sentences; rates are per sentence;
+- batched greedy decoding with the cache (`search.greedy_decode`), as `translate` runs it;
+- cached against uncached at equal batches, with every output forced to 40 tokens;
+- beam search with 4 beams (with and without the greedy lane), as `translate --beam 4` runs it;
+- beam search with and without the cache (`WholePrefix`), at equal batches.
+
+Machines are noisy: compare ratios within one run, not seconds across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from common import command, now, padded, run_main, versions, write_report
+from torch import Tensor, nn
+
+from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from annotated_transformer.decoding import search
+from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
+from annotated_transformer.decoding.simple import simple_greedy_decode
+from annotated_transformer.model.masks import padding_mask, subsequent_mask
+from annotated_transformer.training.measure import timed
+from annotated_transformer.translator import Translator
+from annotated_transformer.util.device import describe_device
+
+FORCED_TOKENS = 40  # output length of the cached-vs-uncached comparison
+
+
+@dataclass(frozen=True)
+class WholePrefix:
+    """A decoder state without a cache: the memory and every token so far, re-read each step.
+
+    It has `DecoderCache`'s `select` and `follow`, so `search.beam_search(..., start=
+    WholePrefix.start, step=WholePrefix.step)` runs beam search the uncached way.
+    Shapes: memory (rows, S, d_model), src_mask (rows, 1, S), tokens (rows, t).
+    """
+
+    memory: Tensor
+    src_mask: Tensor
+    tokens: Tensor
+
+    @staticmethod
+    def start(model: nn.Module, memory: Tensor, src_mask: Tensor) -> WholePrefix:
+        return WholePrefix(memory, src_mask, memory.new_zeros(memory.size(0), 0, dtype=torch.long))
+
+    @staticmethod
+    def step(model: nn.Module, tokens: Tensor, state: WholePrefix) -> tuple[Tensor, WholePrefix]:
+        """(rows,) new tokens -> log-probabilities (rows, V) of the next ones, and the state."""
+        prefix = torch.cat([state.tokens, tokens[:, None]], dim=1)  # (rows, t)
+        mask = subsequent_mask(prefix.size(1), device=prefix.device)  # (1, t, t)
+        out = model.decode(state.memory, state.src_mask, prefix, mask)  # (rows, t, d_model)
+        return model.generator(out[:, -1]), WholePrefix(state.memory, state.src_mask, prefix)
+
+    def select(self, rows: Tensor) -> WholePrefix:
+        return WholePrefix(self.memory[rows], self.src_mask[rows], self.tokens[rows])
+
+    follow = select
+
+
+class Timings:
+    """Sentences per second of each way of decoding, printed as they are measured."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.results: dict[str, dict] = {}
+
+    def time(self, name: str, work: Callable[[], object], sentences: int, note: str) -> None:
+        seconds = timed(work, self.device)
+        self.results[name] = {
+            "seconds": round(seconds, 3),
+            "sentences": sentences,
+            "sentences_per_second": round(sentences / seconds, 2),
+            "what": note,
+        }
+        print(f"{name:<28} {sentences / seconds:9.1f} sentences/s  ({seconds:.2f} s)  {note}")
+
+    def speed(self, name: str) -> float:
+        return self.results[name]["sentences_per_second"]
+
+
+def _time_translate(timings: Timings, translator: Translator, sources: list, few: int) -> None:
+    """The 2022 way on the first `few` sentences, then `translate`'s greedy and beam search."""
+    model, device, max_len = translator.model, timings.device, translator.config.model.max_len
+
+    def one_at_a_time() -> None:
+        for source in sources[:few]:
+            src = source.unsqueeze(0).to(device)  # (1, n)
+            limit = min(len(source) + 1 + EXTRA_LENGTH, max_len)
+            simple_greedy_decode(model, src, padding_mask(src, PAD_ID), limit, BOS_ID, EOS_ID)
+
+    def batched(beam: int, keep_greedy: bool = True) -> Callable[[], object]:
+        return lambda: translate_ids(
+            model, sources, translator.tgt_vocab, max_len=max_len,
+            max_tokens=translator.max_tokens, beam_size=beam, keep_greedy=keep_greedy,
+        )  # fmt: skip
+
+    n = len(sources)
+    batched(1)()  # warm up: first calls allocate
+    note = f"one sentence at a time, whole prefix every step (first {few})"
+    timings.time("greedy, 2022 way", one_at_a_time, few, note)
+    timings.time("greedy, cached, batched", batched(1), n,
+                 f"translate --beam 1 (max_tokens {translator.max_tokens})")  # fmt: skip
+    timings.time("beam 4, cached, batched", batched(4), n,
+                 "translate --beam 4 (alpha 0.6, greedy lane)")  # fmt: skip
+    timings.time("beam 4 plain", batched(4, False), n, "without the greedy lane")
+
+
+def _time_equal_batches(
+    timings: Timings, model: nn.Module, sources: list, few: int, batch: int, max_len: int
+) -> None:
+    """Cached against uncached at equal batches: greedy, every output forced to FORCED_TOKENS
+    tokens, on every sentence; beam search on the first `few` sentences."""
+    device, n = timings.device, len(sources)
+    every = [padded(sources[i : i + batch], device) for i in range(0, n, batch)]
+    first = [padded(sources[i : min(i + batch, few)], device) for i in range(0, few, batch)]
+
+    def forced(decode: Callable) -> Callable[[], object]:
+        return lambda: [
+            decode(model, src, padding_mask(src, PAD_ID), FORCED_TOKENS + 1, BOS_ID)
+            for src in every
+        ]
+
+    def beams(**how: Callable) -> Callable[[], object]:
+        return lambda: [
+            search.beam_search(model, src, padding_mask(src, PAD_ID),
+                               [min(int(n) + 1 + EXTRA_LENGTH, max_len) for n in
+                                (src != PAD_ID).sum(1)], BOS_ID, EOS_ID, 4, **how)
+            for src in first
+        ]  # fmt: skip
+
+    note = f"batches of {batch}, {FORCED_TOKENS} tokens each"
+    timings.time("40 tokens, uncached", forced(simple_greedy_decode), n, note)
+    timings.time("40 tokens, cached", forced(search.greedy_decode), n, note)
+    note = f"batches of {batch}, first {few} sentences"
+    uncached = beams(start=WholePrefix.start, step=WholePrefix.step)
+    timings.time("beam 4, uncached", uncached, few, note)
+    timings.time("beam 4, cached (same)", beams(), few, note)
+
+
+def _ratios(timings: Timings) -> dict[str, float]:
+    speed = timings.speed
+    return {
+        "cached batched greedy / 2022 way": speed("greedy, cached, batched")
+        / speed("greedy, 2022 way"),
+        "cached / uncached, 40 tokens, equal batch": speed("40 tokens, cached")
+        / speed("40 tokens, uncached"),
+        "beam 4 time / greedy time": speed("greedy, cached, batched")
+        / speed("beam 4, cached, batched"),
+        "plain beam 4 time / greedy time": speed("greedy, cached, batched") / speed("beam 4 plain"),
+        "cached / uncached, beam 4, equal batch": speed("beam 4, cached (same)")
+        / speed("beam 4, uncached"),
+    }
+
+
+def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    model, device = translator.model, next(translator.model.parameters()).device
+    pairs = [(s, t) for s, t in read_split(args.split, args.data_dir) if s.strip() and t.strip()]
+    if args.limit:
+        pairs = pairs[: args.limit]
+    sources = translator.encode([s for s, _ in pairs])
+    few = len(sources[: args.baseline_limit])
+    print(f"{args.split}: {len(sources)} sentences, {translator.origin['path']}, {device}")
+    timings = Timings(device)
+    with torch.inference_mode():
+        _time_translate(timings, translator, sources, few)
+        max_len = translator.config.model.max_len
+        _time_equal_batches(timings, model, sources, few, args.batch, max_len)
+    ratios = _ratios(timings)
+    for name, value in ratios.items():
+        print(f"{name:<44} {value:6.2f}x")
+    report = {
+        "benchmark": "decoding",
+        "command": command("decoding.py", argv),
+        "checkpoint": translator.origin,
+        "split": args.split,
+        "sentences": len(sources),
+        "device": describe_device(device),
+        "results": timings.results,
+        "ratios": {name: round(value, 2) for name, value in ratios.items()},
+        "versions": versions(),
+        "date": now(),
+    }
+    write_report(report, args.output)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/decoding.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    parser.add_argument("--split", default="test2016")
+    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    parser.add_argument("--batch", type=int, default=100, help="batch of the 40-token comparison")
+    parser.add_argument(
+        "--baseline-limit",
+        type=int,
+        default=200,
+        help="sentences for the slow 2022 way (default 200; its rate is per sentence)",
+    )
+    parser.add_argument("--device", choices=["cpu", "cuda"])
+    parser.add_argument("--output", help="write the results as JSON here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(build_parser(), bench_decoding, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""The benchmarks in `benchmarks/` (not part of the package): their baselines and their records.
+
+`nn.Transformer` as the training benchmark builds it, against our model with the same weights;
+the loader of the 2022 Annotated Transformer's code; beam search without the cache, as the
+decoding benchmark runs it; each benchmark end to end, with its record and its errors. Tests that
+read Multi30k are skipped where it is not available. (pyproject.toml puts `benchmarks/` on the
+tests' path.)
+"""
+
+import json
+import math
+from pathlib import Path
+
+import decoding as decoding_benchmark
+import pytest
+import torch
+import train as train_benchmark
+from code_2022 import NAMES_2022, load_2022
+from decoding import WholePrefix
+from torch import nn
+from torch_transformer import TorchTransformer
+
+from annotated_transformer.data.batch import Batch
+from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
+from annotated_transformer.training.presets import preset
+from annotated_transformer.training.run import train
+
+PAD = 0
+
+
+def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> Batch:
+    """Random ids with right padding of different lengths on both sides."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(1, V, (B, S), generator=g)
+    tgt = torch.randint(1, V, (B, T + 1), generator=g)
+    for i in range(1, B):  # sentence i ends i positions early (sentence 0 is full)
+        src[i, S - i :] = PAD
+        tgt[i, T + 1 - i :] = PAD
+    return Batch.from_tensors(src, tgt, PAD)
+
+
+# --- the baselines of the training benchmark ------------------------------------------------------
+
+
+def copy_into_torch(ours: nn.Module, theirs: TorchTransformer) -> None:
+    """Our weights in nn.Transformer's layout (its projection biases set to 0)."""
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.zero_()
+        theirs.src_embed.weight.copy_(ours.src_embed[0].embedding.weight)
+        theirs.tgt_embed.weight.copy_(ours.tgt_embed[0].embedding.weight)
+        theirs.generator.load_state_dict(ours.generator.state_dict())
+        stacks = (
+            (ours.encoder.layers, theirs.transformer.encoder.layers, ("self_attn",)),
+            (ours.decoder.layers, theirs.transformer.decoder.layers, ("self_attn", "src_attn")),
+        )
+        for our_layers, their_layers, attentions in stacks:
+            for a, t in zip(our_layers, their_layers, strict=True):
+                for name, their_name in zip(
+                    attentions, ("self_attn", "multihead_attn")[: len(attentions)], strict=True
+                ):
+                    mha, their = getattr(a, name), getattr(t, their_name)
+                    weight = torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight])
+                    their.in_proj_weight.copy_(weight)
+                    their.out_proj.weight.copy_(mha.w_o.weight)
+                t.linear1.load_state_dict(a.feed_forward.w_1.state_dict())
+                t.linear2.load_state_dict(a.feed_forward.w_2.state_dict())
+                for i, sub in enumerate(a.sublayer):
+                    getattr(t, f"norm{i + 1}").load_state_dict(sub.norm.state_dict())
+
+
+def test_the_nn_transformer_baseline_is_configured_like_our_model():
+    torch.manual_seed(11)
+    config = ModelConfig(40, 40, N=2, d_model=16, d_ff=32, h=4, dropout=0.0, max_len=64)
+    ours, theirs = build_model(config), TorchTransformer(config)
+    copy_into_torch(ours, theirs)
+    b = a_batch(V=40)
+    expected = ours(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    got = theirs(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    keep = b.tgt_out != PAD  # padded target positions are never read
+    torch.testing.assert_close(got[keep], expected[keep], rtol=1e-4, atol=1e-5)
+    # Apart from nn.Transformer's projection biases (4·d_model + ... per attention), the same size.
+    biases = sum(
+        m.in_proj_bias.numel() + m.out_proj.bias.numel()
+        for m in theirs.modules()
+        if isinstance(m, nn.MultiheadAttention)
+    )
+    count = sum(p.numel() for p in theirs.parameters())
+    assert count - biases == sum(p.numel() for p in ours.parameters())
+
+
+FAKE_2022 = """
+import this_module_does_not_exist  # never executed: only the named definitions are
+
+def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0.1):
+    ours = __import__("annotated_transformer.model.transformer", fromlist=["make_model"]).make_model
+    return ours(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout)
+
+def helper():  # not one of the names: never defined
+    raise AssertionError
+
+class LabelSmoothing(nn.Module):
+    def __init__(self, size, padding_idx, smoothing=0.0):
+        super().__init__()
+        self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
+
+    def forward(self, x, target):
+        q = torch.full_like(x, self.smoothing / (self.size - 2))
+        q.scatter_(1, target.unsqueeze(1), 1 - self.smoothing)
+        q[:, self.padding_idx] = 0
+        q[target == self.padding_idx] = 0
+        return nn.KLDivLoss(reduction="sum")(x, q)
+"""
+
+
+def fake_2022(folder: Path) -> Path:
+    """A stand-in for the 2022 file: its make_model is ours, and the other names are stubs."""
+    names = [n for n in NAMES_2022 if n not in ("make_model", "LabelSmoothing")]
+    path = folder / "the_annotated_transformer.py"
+    path.write_text(FAKE_2022 + "".join(f"\nclass {name}:\n    pass\n" for name in names))
+    return path
+
+
+def test_the_2022_loader_runs_only_the_named_definitions_and_names_what_is_missing(tmp_path):
+    code = load_2022(fake_2022(tmp_path))
+    assert set(NAMES_2022) <= set(code) and "helper" not in code
+    assert len(code["sha256"]) == 64
+    with pytest.raises(OSError, match=r"no_such_file\.py"):
+        load_2022(tmp_path / "no_such_file.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def make_model(:\n")
+    with pytest.raises(ValueError, match=r"broken.py: not Python \(line 1"):
+        load_2022(broken)
+    other = tmp_path / "other.py"
+    other.write_text("def make_model():\n    pass\n")
+    with pytest.raises(ValueError, match="defines no Decoder, DecoderLayer, Embeddings"):
+        load_2022(other)
+
+
+def test_the_train_benchmark_writes_a_complete_record(data_dir, tmp_path, capsys):
+    code = fake_2022(tmp_path)
+    out = tmp_path / "bench.json"
+    args = [
+        "--preset",
+        "tiny",
+        "--data-dir",
+        str(data_dir),
+        "--batches",
+        "2",
+        "--rounds",
+        "1",
+        "--lengths",
+        "16",
+        "--code-2022",
+        str(code),
+        "--output",
+        str(out),
+    ]
+    assert train_benchmark.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "ours / nn.Transformer" in printed and f"wrote {out}" in printed
+    record = json.loads(out.read_text())
+    names = [
+        "reference",
+        "+ SDPA",
+        "+ fused QKV",
+        "+ loss from logits",
+        "ours",
+        "nn.Transformer",
+        "2022 code",
+        "2022 as published",
+    ]
+    assert list(record["results"]) == names
+    for result in record["results"].values():
+        assert result["tokens_per_second"] > 0 and result["peak_step_memory_mb"] > 0
+        assert 0 < result["model_flops_utilization"] < 1.5
+        assert len(result["tokens_per_second_per_round"]) == 1
+    assert set(record["ratios"]) >= {
+        "ours / reference",
+        "ours / nn.Transformer",
+        "ours / 2022 code",
+        "ours / 2022 as published",
+    }
+    assert record["config"]["preset"] == "tiny" and record["config"]["batches"] == 2
+    assert record["flops_per_target_token"] > 0 and record["matmul"]["flops_per_second"] > 0
+    assert record["lengths"][0]["length"] == 16 and "ours" in record["lengths"][0]
+    assert record["code_2022"]["sha256"] == load_2022(code)["sha256"]
+    assert record["device"].startswith("cpu")
+    assert record["command"].startswith("python benchmarks/train.py --preset tiny ")
+
+
+def test_the_train_benchmark_errors_are_one_line(data_dir, tmp_path, capsys):
+    missing = tmp_path / "missing.py"
+    code = train_benchmark.main(
+        [
+            "--preset",
+            "tiny",
+            "--data-dir",
+            str(data_dir),
+            "--code-2022",
+            str(missing),
+            "--lengths",
+            "",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "missing.py" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit):
+        train_benchmark.main(["--lengths", "16,x"])
+    assert "comma-separated integers" in capsys.readouterr().err
+    assert (
+        train_benchmark.main(["--preset", "tiny", "--data-dir", str(data_dir), "--lengths", "4096"])
+        == 1
+    )
+    assert "exceed the preset's max_len=256" in capsys.readouterr().err
+
+
+def test_beam_search_without_the_cache_finds_the_same_translations():
+    from annotated_transformer.decoding.search import beam_search
+
+    torch.manual_seed(12)
+    model = make_model(30, 30, N=2, d_model=16, d_ff=32, h=4, dropout=0.0).eval()
+    b = a_batch(V=30)
+    limits = [12] * b.size
+    cached = beam_search(model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3)
+    uncached = beam_search(
+        model, b.src, b.src_mask, limits, 1, 2, 4, n_best=3,
+        start=WholePrefix.start, step=WholePrefix.step,
+    )  # fmt: skip
+    assert [[ids for ids, _ in best] for best in uncached] == [
+        [ids for ids, _ in best] for best in cached
+    ]
+    for best_a, best_b in zip(cached, uncached, strict=True):
+        for (_, a), (_, c) in zip(best_a, best_b, strict=True):
+            assert math.isclose(a, c, rel_tol=1e-4, abs_tol=1e-5)
+
+
+def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, capsys):
+    config = preset("tiny", epochs=None, max_steps=2, eval_every=1000, save_every=2)
+    train(config, tmp_path / "run", data_dir=data_dir, progress=False, log=lambda message: None)
+    out = tmp_path / "bench.json"
+    args = ["--checkpoint", str(tmp_path / "run"), "--data-dir", str(data_dir), "--limit", "6",
+            "--baseline-limit", "3", "--batch", "4", "--output", str(out)]  # fmt: skip
+    assert decoding_benchmark.main(args) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "decoding" and record["sentences"] == 6
+    assert sorted(record) == ["benchmark", "checkpoint", "command", "date", "device", "ratios",
+                              "results", "sentences", "split", "versions"]  # fmt: skip
+    assert record["command"].startswith("python benchmarks/decoding.py --checkpoint ")
+    sentences = {name: r["sentences"] for name, r in record["results"].items()}
+    assert sentences == {
+        "greedy, 2022 way": 3, "greedy, cached, batched": 6, "beam 4, cached, batched": 6,
+        "beam 4 plain": 6, "40 tokens, uncached": 6, "40 tokens, cached": 6,
+        "beam 4, uncached": 3, "beam 4, cached (same)": 3,
+    }  # fmt: skip
+    assert len(record["ratios"]) == 5 and all(value > 0 for value in record["ratios"].values())
+
+
+def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):
+    assert decoding_benchmark.main(["--checkpoint", str(tmp_path / "nothing.pt")]) == 1
+    err = capsys.readouterr().err
+    assert "nothing.pt" in err and len(err.strip().splitlines()) == 1
