@@ -6,7 +6,7 @@
 #   › "How much each chapter computes: the profile".
 """The compute profile that the chapters read: `quick` on a CPU, `full` on a GPU.
 
-Defined in the book's introduction. Only the chapters call `current_profile()`; the rest of the
+Only the chapters call `current_profile()`; the rest of the
 package takes sizes, steps and devices as arguments.
 """
 

@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Translating".
 """Translate with a trained checkpoint: tokenize, encode, search, detokenize.
 
-Defined in the book's chapter "A real-world example" (Part III). The checkpoint is read by
+The checkpoint is read by
 `SavedRun.load`, the sentences are translated by `translate_ids`, whose searches (cached greedy
 decoding and beam search) are Part IV's ("Decoding", `annotated_transformer.decoding.search`).
 """
@@ -21,6 +21,16 @@ from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokeniz
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.training.presets import TrainConfig
 from annotated_transformer.training.saved_run import SavedRun
+
+
+def refuse_one_string(sentences: Sequence[str]) -> None:
+    """A TypeError for a string where a list of sentences belongs (it would be read as one
+    sentence per character)."""
+    if isinstance(sentences, str):
+        raise TypeError(
+            f"expected a list of sentences, got one string ({sentences[:30]!r}); to translate "
+            f"one sentence, give a list of one: translate([sentence])[0]"
+        )
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Translator:
 
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:
         """Token ids of each sentence (ending with `</s>`); refuses what the model cannot read."""
+        refuse_one_string(sentences)
         if not sentences:
             raise ValueError("nothing to translate: no sentences given")
         max_len = self.config.model.max_len
@@ -83,7 +94,11 @@ class Translator:
         alpha: float = 0.6,
         progress: bool = False,
     ) -> list[str]:
-        """Translations, one string per sentence: beam search (k = 1: greedy) as in §6.1."""
+        """Translations, one string per sentence: beam search (k = 1: greedy) as in §6.1.
+
+        `sentences` is a list (or another sequence) of strings; one string alone is refused with
+        a TypeError, since a string is a sequence too, of characters: `translate([sentence])[0]`.
+        """
         encoded = self.encode(sentences)
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,

@@ -4,7 +4,7 @@
 # From book/table3.ipynb, "Table 3 on Multi30k" › "The grid".
 """Table 3 on Multi30k: the paper's model variations, re-run at a size this project can train.
 
-Defined in the book's chapter "Table 3 on Multi30k" (Part VI). §6.2: "To evaluate the importance
+§6.2: "To evaluate the importance
 of different components of the Transformer, we varied our base model in different ways, measuring
 the change in performance on English-to-German translation on the development set, newstest2013.
 We used beam search as described in the previous section, but no checkpoint averaging."

@@ -4,8 +4,6 @@
 # From book/batching.ipynb, "Batches and masks" › "One batch".
 """A training batch: source, decoder input, target, masks and the target-token count (§3.1, §5.1).
 
-Defined in the book's chapter "Batches and masks".
-
 Shapes: B sentences, S source positions, T target positions after the shift right. Token ids are
 int64; masks are bool, True = may attend (see `annotated_transformer.model.masks`).
 """

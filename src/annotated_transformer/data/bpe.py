@@ -4,7 +4,7 @@
 # From book/subwords.ipynb, "Subwords and tied embeddings" › "Byte-pair encoding".
 """Subwords: one byte-pair-encoding vocabulary for German and English (§5.1, §3.4).
 
-Defined in the book's chapter "Subwords and tied embeddings" (Part VI). The paper: "Sentences were
+The paper: "Sentences were
 encoded using byte-pair encoding, which has a shared source-target vocabulary of about 37000
 tokens" (§5.1), and "we share the same weight matrix between the two embedding layers and the
 pre-softmax linear transformation" (§3.4). `BPETokenizer` learns the merges with Hugging Face

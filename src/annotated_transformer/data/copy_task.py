@@ -4,8 +4,6 @@
 # From book/first_example.ipynb, "A first example: learning to copy" › "The data".
 """The copy task: random symbol sequences to be reproduced, a first test of the whole pipeline.
 
-Defined in the book's chapter "A first example: learning to copy".
-
 Ids: 0 padding, 1 start symbol, 2 … vocab − 1 words. Shapes: B sequences of `length` positions.
 """
 

@@ -6,8 +6,6 @@
 #   › "Tokens: spaCy's rules, no model".
 """A parallel corpus, tokenized and encoded, cut into token-budget batches (Part III).
 
-Defined in the book's chapter "Multi30k: words, tokens and vocabularies".
-
 A source sentence becomes `x₁ … xₙ </s>`; a target sentence `<s> y₁ … yₘ </s>`, which `Batch`
 shifts into the decoder's input `<s> y₁ … yₘ` and the expected output `y₁ … yₘ </s>`.
 """

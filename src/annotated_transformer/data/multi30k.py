@@ -4,7 +4,7 @@
 # From book/batching.ipynb, "Batches and masks" › "Real sentences: Multi30k".
 """Multi30k task 1, German–English: find the raw files, check them, read sentence pairs.
 
-Defined in the book's chapter "Batches and masks"; the data set of Part III. Files are the raw,
+The data set of Part III. Files are the raw,
 untokenized captions of github.com/multi30k/dataset (Elliott et al., 2016), one sentence per line,
 gzip-compressed. They come from a local folder (`data_dir`, or the environment variable
 `ANNOTATED_TRANSFORMER_MULTI30K`) or are downloaded once into a cache; every file is checked

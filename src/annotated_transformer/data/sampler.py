@@ -4,7 +4,7 @@
 # From book/batching.ipynb, "Batches and masks" › "Batching by length, with a token budget".
 """Batching by approximate length with a token budget per batch (§5.1), ready for many processes.
 
-Defined in the book's chapter "Batches and masks". A batch holds at most `max_tokens` tokens on
+A batch holds at most `max_tokens` tokens on
 each side, padding included: B · S ≤ max_tokens and B · T ≤ max_tokens, for B sentences padded to
 source length S and target length T.
 """

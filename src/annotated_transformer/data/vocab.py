@@ -6,7 +6,7 @@
 #   › "Tokens: spaCy's rules, no model".
 """Words in, ids out: spaCy's rule-based tokenizers and a vocabulary built from training data.
 
-Defined in the book's chapter "Multi30k: words, tokens and vocabularies" (Part III). The paper
+The paper
 encodes WMT with byte-pair or word-piece vocabularies (§5.1); on Multi30k, a small data set, this
 book uses whole words, as the 2022 Annotated Transformer did.
 

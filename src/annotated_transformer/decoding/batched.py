@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Translating".
 """Many encoded sentences translated at once: sorted by length, batched, searched, decoded.
 
-Defined in the book's chapter "A real-world example" (Part III). The searches themselves, cached
+The searches themselves, cached
 greedy decoding and beam search, are Part IV's (chapter "Decoding", module `search`). Training's
 quick BLEU and the `Translator` both translate through `translate_ids`.
 """

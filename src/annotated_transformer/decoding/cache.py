@@ -4,7 +4,7 @@
 # From book/decoding.ipynb, "Decoding" › "What the decoder recomputes, and what it can keep".
 """Incremental decoding: the decoder one position at a time, with an explicit cache (§3.2.3).
 
-Defined in the book's chapter "Decoding" (Part IV). Generating position t, the decoder's
+Generating position t, the decoder's
 self-attention needs the keys and values of positions 0..t in every layer. Those of positions
 0..t-1 never change once computed (the subsequent mask keeps every position blind to later ones),
 and the keys and values of the encoder–decoder attention depend only on the memory. Keeping both

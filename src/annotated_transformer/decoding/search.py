@@ -4,7 +4,7 @@
 # From book/decoding.ipynb, "Decoding" › "Greedy decoding with the cache".
 """Searching for a translation: cached greedy decoding and beam search (§6.1).
 
-Defined in the book's chapter "Decoding" (Part IV). The paper: "we used beam search with a beam
+The paper: "we used beam search with a beam
 size of 4 and length penalty α = 0.6 ... We set the maximum output length during inference to
 input length + 50, but terminate early when possible" (§6.1). Both searches here decode with the
 cache of `annotated_transformer.decoding.cache`, take a maximum length per sentence, and drop

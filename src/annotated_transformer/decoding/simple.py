@@ -4,9 +4,8 @@
 # From book/first_example.ipynb, "A first example: learning to copy" › "Decoding, the simple way".
 """Turning a trained model into output sequences: greedy decoding.
 
-Defined in the book's chapter "A first example: learning to copy" (the simple version, which
-re-runs the decoder over the whole prefix at every step; `annotated_transformer.decoding.search`
-has the cached one of the chapter "Decoding").
+The simple version, which re-runs the decoder over the whole prefix at every step;
+`annotated_transformer.decoding.search` has the cached one of the chapter "Decoding".
 
 Shapes: B sentences, S source positions, t output positions so far.
 """

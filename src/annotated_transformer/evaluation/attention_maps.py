@@ -4,7 +4,7 @@
 # From book/results.ipynb, "Results" › "Inside the model: attention".
 """Attention weights of a trained model on one sentence pair, by layer and head (§3.2, §6.1).
 
-Defined in the book's chapter "Results" (Part IV). Forward hooks on every `MultiHeadedAttention`
+Forward hooks on every `MultiHeadedAttention`
 of the model record its weights during one teacher-forced pass, so the pictures show the weights
 the model itself computed, from its own modules.
 
@@ -77,3 +77,13 @@ def save_attention_maps(
     with atomic_write(path, "w") as file:
         json.dump(record, file, ensure_ascii=False)
         file.write("\n")
+
+
+def is_attention_record(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a file that `save_attention_maps` wrote: JSON with its fields."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            record = json.load(file)
+    except (OSError, ValueError):  # (not JSON, or not UTF-8)
+        return False
+    return isinstance(record, dict) and {"src_tokens", "tgt_tokens", *KINDS} <= set(record)

@@ -4,13 +4,13 @@
 # From book/real_world.ipynb, "A real-world example" › "Translating".
 """Scoring translations of Multi30k, and recording each score with its provenance.
 
-Defined in the book's chapters "A real-world example" (Part III: `bleu`, the quick score of
-training) and "Results" (Part IV: the rest). Scores are sacreBLEU's (Post, 2018) on detokenized,
-cased output against the untouched reference files: corpus BLEU, chrF, and BLEU on lowercased
-text (the form in which most small-model Multi30k results are published). Each evaluation can be
-written to a results folder as two files: the hypotheses, one line per sentence, and a JSON
-record of the split, the command, the checkpoint, the decoding settings, the device, the time
-taken and every score with its sacreBLEU signature, so that anyone can re-score the hypotheses.
+`bleu` is the quick score of training (Part III); the rest is Part IV's. Scores are sacreBLEU's
+(Post, 2018) on detokenized, cased output against the untouched reference files: corpus BLEU, chrF,
+and BLEU on lowercased text (the form in which most small-model Multi30k results are published).
+Each evaluation can be written to a results folder as two files: the hypotheses, one line per
+sentence, and a JSON record of the split, the command, the checkpoint, the decoding settings, the
+device, the time taken and every score with its sacreBLEU signature, so that anyone can re-score the
+hypotheses.
 """
 
 
@@ -134,8 +134,7 @@ def write_results(
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    hyp_path = folder / f"{evaluation.split}-{tag}.en"
-    json_path = folder / f"{evaluation.split}-{tag}.json"
+    hyp_path, json_path = results_paths(folder, evaluation.split, tag)
     root = repository_root(folder)
     reference = fetch(evaluation.split, "en", data_dir)
     n = len(evaluation.hypotheses)
@@ -163,11 +162,15 @@ def write_results(
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    with atomic_write(hyp_path, "w") as file:
-        file.writelines(line + "\n" for line in evaluation.hypotheses)
+    # Both files or neither: the record is written to disk first, then the hypotheses are, and
+    # are renamed into place, and only then the record; a full disk fails a write, not a rename.
     with atomic_write(json_path, "w") as file:
         json.dump(record, file, indent=2, ensure_ascii=False)
         file.write("\n")
+        file.flush()
+        os.fsync(file.fileno())
+        with atomic_write(hyp_path, "w") as hyp_file:
+            hyp_file.writelines(line + "\n" for line in evaluation.hypotheses)
     return json_path
 
 
@@ -178,8 +181,10 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable results file ({error})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a results record (not a JSON object)")
     missing = [k for k in ("split", "command", "hypotheses", "sacrebleu") if k not in record]
-    if not isinstance(record, dict) or missing:
+    if missing:
         raise ValueError(f"{path}: not a results record (missing {', '.join(missing)})")
     return record
 
@@ -193,3 +198,18 @@ def rescore(
     hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
     pairs = [(s, t) for s, t in read_split(record["split"], data_dir) if s.strip() and t.strip()]
     return scores(hypotheses, [t for _, t in pairs])
+
+
+def results_paths(folder: str | os.PathLike[str], split: str, tag: str) -> tuple[Path, Path]:
+    """The hypothesis file and the record that `write_results` writes for a split and a tag."""
+    folder = Path(folder)
+    return folder / f"{split}-{tag}.en", folder / f"{split}-{tag}.json"
+
+
+def is_results_record(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a results record (as `write_results` writes them)."""
+    try:
+        load_results(path)
+    except ValueError:  # (a file that is not JSON, or not UTF-8, is a ValueError too)
+        return False
+    return True

@@ -4,7 +4,7 @@
 # From book/attention.ipynb, "Attention" › "Scaled dot-product attention".
 """Scaled dot-product attention (§3.2.1, Eq. 1) and multi-head attention (§3.2.2).
 
-Defined in the book's chapter "Attention". The readable reference: softmax(QKᵀ/√d_k)V written
+The readable reference: softmax(QKᵀ/√d_k)V written
 out, with the paper's "setting to −∞" for masked positions.
 
 Shapes: B batch, h heads, T_q query positions, T_k key/value positions, d_k query/key width per

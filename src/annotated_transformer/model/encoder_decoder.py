@@ -6,7 +6,7 @@
 #   › "An encoder and a decoder".
 """The encoder–decoder that holds the Transformer together, and the generator on top (§3).
 
-Defined in the book's chapter "The model architecture". The classes here only connect parts that
+The classes here only connect parts that
 are passed in; `annotated_transformer.model.transformer.make_model` builds the real ones.
 
 Shapes: B batch, S source positions, T target positions, d_model model width, V vocabulary.

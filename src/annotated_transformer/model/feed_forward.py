@@ -6,8 +6,6 @@
 #   › "Position-wise feed-forward networks".
 """The position-wise feed-forward network, FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3, Eq. 2).
 
-Defined in the book's chapter "Feed-forward, embeddings and positions".
-
 Shapes: B batch, T positions, d_model model width, d_ff inner width.
 """
 

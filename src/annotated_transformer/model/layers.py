@@ -6,7 +6,7 @@
 #   › "The residual sub-layer connection, and where the dropout goes".
 """Encoder and decoder layers and stacks, with the residual sub-layer connection (§3.1, §5.4).
 
-Defined in the book's chapter "The model architecture". The sub-layers (attention, feed-forward)
+The sub-layers (attention, feed-forward)
 are passed in, so this module depends on nothing else in the package.
 
 Shapes: B batch, S source positions, T target positions, d_model model width.

@@ -4,7 +4,7 @@
 # From book/attention.ipynb, "Attention" › "Masks".
 """Attention masks as pure functions (§3.2.3): padding and subsequent-position masks.
 
-Defined in the book's chapter "Attention". Every mask is bool, True = may attend, and broadcasts
+Every mask is bool, True = may attend, and broadcasts
 to the attention scores (B, h, T_q, T_k) once a head axis is added (`MultiHeadedAttention` adds
 it). `torch.nn.Transformer` uses the opposite convention (True = blocked).
 

@@ -4,7 +4,7 @@
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Positional encoding".
 """Positional encodings: the paper's sinusoids (§3.5) and learned embeddings (Table 3, row E).
 
-Defined in the book's chapter "Feed-forward, embeddings and positions". Both modules add a
+Both modules add a
 (T, d_model) table to the embedded tokens and apply dropout to the sum (§5.4).
 
 Shapes: B batch, T positions, d_model model width.

@@ -4,7 +4,7 @@
 # From book/full_model.ipynb, "The full model" › "One configuration, one builder".
 """The whole Transformer: its configuration, `build_model` and `make_model` (§3, Table 3).
 
-Defined in the book's chapter "The full model". Imports flow one way: masks and attention, layers,
+Imports flow one way: masks and attention, layers,
 embeddings and positions, then this module.
 
 Shapes: B batch, S source positions, T target positions, d_model model width, V vocabulary.

@@ -4,7 +4,7 @@
 # From book/results.ipynb, "Results" › "Averaging checkpoints".
 """Checkpoint averaging: one model from the last few checkpoints of a run (§6.1).
 
-Defined in the book's chapter "Results" (Part IV). The paper: "For the base models, we used a
+The paper: "For the base models, we used a
 single model obtained by averaging the last 5 checkpoints, which were written at 10-minute
 intervals. For the big models, we averaged the last 20 checkpoints." Each floating-point tensor of
 the model is replaced by its mean over the checkpoints; the optimizer state is not carried over,
@@ -95,8 +95,9 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> SavedRun:
             differences.append("their tokenizers or vocabularies")
         if differences:
             raise ValueError(
-                f"{run.path} and {first.path} differ ({'; '.join(differences)}): checkpoints "
-                f"of different runs cannot be averaged"
+                f"{run.path} and {first.path} differ in {'; '.join(differences)} (checkpoint "
+                f"vs checkpoint): checkpoints of different runs cannot be averaged (settings "
+                f"that only decide when to stop, log or save, such as max_steps, may differ)"
             )
     newest = max(runs, key=lambda run: run.step or 0)
     weights = average_state_dicts([run.weights for run in runs], [str(run.path) for run in runs])

@@ -4,8 +4,6 @@
 # From book/real_world.ipynb, "A real-world example" › "Checkpoints".
 """Checkpoints: written atomically, loaded without unpickling code, pruned to the newest few.
 
-Defined in the book's chapter "A real-world example" (Part III).
-
 A checkpoint is a `torch.save`d dict of tensors, numbers, strings, lists and dicts only, so it
 loads with `torch.load(weights_only=True)`, which refuses anything that would run code. It holds
 everything a run needs to continue exactly: the model, optimizer and schedule states, the
@@ -13,9 +11,11 @@ training counters, the data position, the random number generators, and the sett
 vocabularies that give the weights their meaning.
 """
 
+import codecs
 import os
-import pickle
 import re
+import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,12 @@ def prune_checkpoints(run_dir: str | os.PathLike[str], keep: int) -> list[Path]:
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> dict[str, Any]:
-    """Read a checkpoint with `weights_only=True`, checking that it is one of ours and whole."""
+    """Read a checkpoint with `weights_only=True`, checking that it is one of ours and whole.
+
+    A file that is not one (a text file, random bytes, a zip archive of other files, a checkpoint
+    cut short, a pickle of Python objects) is a ValueError: "PATH is not a checkpoint written by
+    annotated-transformer: WHY".
+    """
     path = Path(path)
     if path.is_dir():
         found = list_checkpoints(path)
@@ -66,22 +71,70 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
         path = found[-1]
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        # torch names what weights_only refused ("... unsupported GLOBAL posix.system ...").
-        refused = [line for line in lines if "GLOBAL" in line]
-        reason = (
-            f"weights_only=True refused it: {refused[0]}"
-            if refused
-            else (lines[0] if lines else type(error).__name__)
-        )
-        raise ValueError(f"{path}: not a readable checkpoint ({reason})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a checkpoint saved by annotated-transformer")
+    payload = read_checkpoint(path, map_location)
     missing = [key for key in REQUIRED if key not in payload]
     if missing:
         raise ValueError(f"{path}: the checkpoint lacks {', '.join(missing)}")
     payload["path"] = str(path)
     return payload
+
+
+def is_checkpoint(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a checkpoint of this package (read without reading its tensors)."""
+    try:
+        read_checkpoint(Path(path), mmap=True)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def read_checkpoint(path: Path, map_location: str = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """`torch.load(weights_only=True)` of a file that must be one of this package's checkpoints."""
+    why = not_a_pytorch_archive(path)
+    if why is None:
+        try:
+            with warnings.catch_warnings():  # (torch warns of pickle protocols it then reads)
+                warnings.simplefilter("ignore")
+                payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        except OSError:
+            raise  # the file could not be read at all; the error names it
+        except Exception as error:  # the unpickler raises errors of any kind on what it cannot read
+            why = unreadable(error)
+        else:
+            if isinstance(payload, dict) and payload.get("format") == FORMAT:
+                return payload
+            why = "a PyTorch file without this package's format marker (saved by other code?)"
+    raise ValueError(f"{path} is not a checkpoint written by annotated-transformer: {why}")
+
+
+def not_a_pytorch_archive(path: Path) -> str | None:
+    """Why `path` is not the zip archive that `torch.save` writes; None if it is one."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if any(name.endswith("/data.pkl") for name in names):
+            return None
+        listed = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        return f"a zip archive of other files ({listed or 'none'}), not one PyTorch wrote"
+    with open(path, "rb") as file:
+        head = file.read(4096)
+    if not head:
+        return "an empty file"
+    if head.startswith(b"PK"):
+        return "a zip archive cut short or damaged (was it saved or copied only in part?)"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head)  # (a character may be cut at the end)
+        text = b"\0" not in head
+    except UnicodeDecodeError:
+        text = False
+    return "a text file" if text else "neither a zip archive, as torch.save writes, nor text"
+
+
+def unreadable(error: Exception) -> str:
+    """Why PyTorch could not read a file, without its advice to load it with weights_only=False."""
+    text = str(error)
+    refused = re.search(r"GLOBAL [\w.]+", text)  # what weights_only=True refused to unpickle
+    if refused:
+        return f"it holds Python objects, which could run code and are not loaded ({refused[0]})"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"PyTorch cannot read it ({first.split('. ')[0] or type(error).__name__})"

@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Many processes".
 """Many processes, one model: joining the process group that `torchrun` describes.
 
-Defined in the book's chapter "A real-world example" (Part III). `torchrun` starts one process per
+`torchrun` starts one process per
 GPU (or per CPU worker) and tells each, in environment variables, its `RANK`, the `WORLD_SIZE`,
 its `LOCAL_RANK` on its machine, and where to meet (`MASTER_ADDR`, `MASTER_PORT`). Run without
 torchrun, a process is alone: rank 0 of 1, and nothing here talks to anyone.

@@ -4,7 +4,7 @@
 # From book/performance.ipynb, "Making it fast" › "Fused attention".
 """Fast paths, each proven equal to the book's reference code (the chapter "Making it fast").
 
-Defined in the book's chapter "Making it fast" (Part V). The reference code stays the one the
+The reference code stays the one the
 reader studies: `attention.attention` writes softmax(QKᵀ/√d_k)V out, and
 `label_smoothing.LabelSmoothing` reads log-probabilities. This module computes the same things
 with fewer, larger kernels:

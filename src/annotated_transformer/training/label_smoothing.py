@@ -4,7 +4,7 @@
 # From book/regularization.ipynb, "Regularization: dropout and label smoothing" › "Label smoothing".
 """Label smoothing (§5.4): the smoothed target distribution q and the loss KL(q ‖ p).
 
-Defined in the book's chapter "Regularization: dropout and label smoothing". The paper's other
+The paper's other
 regularizer, residual dropout, is in `annotated_transformer.model.layers.SublayerConnection` and
 `annotated_transformer.model.positional.PositionalEncoding`.
 

@@ -5,8 +5,6 @@
 """The training loop: label-smoothed loss per target token, gradient accumulation, one schedule
 step per optimizer step (§5).
 
-Defined in the book's chapter "The training loop".
-
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """
 

@@ -4,8 +4,8 @@
 # From book/performance.ipynb, "Making it fast" › "Where the time goes".
 """Measuring a training step: its FLOPs, its peak memory, and the machine's matrix-multiply rate.
 
-Defined in the book's chapter "Making it fast" (Part V), which uses them to compare a step's speed
-with what the machine can do; the benchmarks in the project's `benchmarks/` folder use them too.
+The chapter uses them to compare a step's speed with what the machine can do; the benchmarks in the
+project's `benchmarks/` folder use them too.
 
 - `count_flops`: the FLOPs of one forward and backward pass, counted by `torch.utils.flop_counter`.
 - `matmul_rate`: the FLOP/s of large square matrix products on a device, measured.

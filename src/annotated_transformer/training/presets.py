@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Settings and presets".
 """Training configurations: a run's settings in one dataclass, and four named presets.
 
-Defined in the book's chapter "A real-world example" (Part III). The model sizes of `base` and
+The model sizes of `base` and
 `big` are Table 3's; batch sizes and warmup are scaled to Multi30k, which is 150 times smaller
 than WMT 2014 English–German.
 

@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "The trainer".
 """Train on Multi30k German→English: one process or many, checkpoints that resume exactly.
 
-Defined in the book's chapter "A real-world example" (Part III). `train` is what
+`train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
 A run is a few named steps around one object, `Run`, which holds what the run built and where it
 stands: `set_up`, then `run_epoch` until the last step (each step logs, validates and saves when
@@ -15,6 +15,7 @@ run reads BPE pieces), `run.json` (the command, versions and device), `metrics.j
 object per line) and `checkpoint-STEP.pt` files.
 """
 
+import fnmatch
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ from tqdm import tqdm
 
 from annotated_transformer import __version__
 from annotated_transformer.data import multi30k
+from annotated_transformer.data.bpe import FORMAT as BPE_FORMAT
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.corpus import (
     EncodedSplit,
@@ -42,11 +44,13 @@ from annotated_transformer.data.corpus import (
     tokenize_split,
 )
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.data.vocab import FORMAT as VOCAB_FORMAT
 from annotated_transformer.data.vocab import PAD_ID, Tokenizer, Vocab
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.model.transformer import build_model
 from annotated_transformer.training.checkpoints import (
+    NAME,
     checkpoint_path,
     list_checkpoints,
     prune_checkpoints,
@@ -67,10 +71,15 @@ from annotated_transformer.training.loop import (
     groups_of,
     train_step,
 )
-from annotated_transformer.training.presets import TrainConfig
+from annotated_transformer.training.presets import FROM_THE_DATA, TrainConfig
 from annotated_transformer.training.saved_run import SavedRun
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import (
+    TEMPORARY,
+    WriteFailed,
+    atomic_write,
+    remove_temporaries,
+)
 from annotated_transformer.util.device import describe_device
 
 
@@ -131,19 +140,6 @@ def prepare_data(
     return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
 
 
-def check_writable(run_dir: Path) -> None:
-    """Fail now, not after an hour of training, if `run_dir` cannot hold checkpoints."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=run_dir):
-            pass
-    except OSError as error:
-        raise OSError(
-            f"{run_dir}: cannot write the run there ({error.strerror or error}); "
-            f"choose another --out"
-        ) from None
-
-
 class StopRequests:
     """While in use, SIGINT and SIGTERM are recorded, so that the loop can save and stop.
 
@@ -188,12 +184,95 @@ class MetricsLog:
             with atomic_write(path, "w") as file:
                 file.writelines(kept)
         elif enabled:
-            path.write_text("", encoding="utf-8")
+            with atomic_write(path, "w"):
+                pass  # a new run starts with an empty log
 
     def write(self, **record: object) -> None:
         if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as file:
-                file.write(json.dumps(record) + "\n")
+            append_line(self.path, json.dumps(record) + "\n")
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append a line to a file, whole or not at all: if writing fails (a full disk), the file is
+    cut back to what it was, and `WriteFailed` names it."""
+    data = memoryview(line.encode("utf-8"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            except OSError:
+                os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise WriteFailed(
+            f"cannot write {path}: {error.strerror or error}; its earlier lines are unchanged"
+        ) from error
+
+
+# What the trainer writes into a run folder, besides its checkpoints
+RUN_FILES = ("config.json", "src_vocab.json", "tgt_vocab.json", "bpe.json", "run.json",
+             "metrics.jsonl")  # fmt: skip
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """Refuse a `run_dir` that is a file, or whose files the trainer would replace without having
+    written them: it must be new or empty, or a run folder whose `RUN_FILES` are the trainer's."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
+    present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    present = [name for name in present if not fnmatch.fnmatch(name, TEMPORARY.format(name="*"))]
+    named = [name for name in present if name in RUN_FILES or NAME.match(name)]
+    foreign = [name for name in named if name in RUN_FILES and not trainer_wrote(run_dir / name)]
+    if foreign:
+        raise ValueError(
+            f"{run_dir} holds {', '.join(foreign)}, not written by the trainer (not in its "
+            f"format), which a run would replace: move them away, or choose another --out"
+        )
+    if present and not named:
+        listed = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
+        raise ValueError(
+            f"{run_dir} is not a run folder (no checkpoint, config.json or run.json of the "
+            f"trainer) and holds other files ({listed}): choose a new or empty folder for --out"
+        )
+
+
+def trainer_wrote(path: Path) -> bool:
+    """Whether a file named as one of `RUN_FILES` holds what the trainer writes there."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.name == "metrics.jsonl":  # a record per line; the last may be torn by a kill
+            *lines, last = text.split("\n")
+            records = [json.loads(line) for line in lines]
+            torn = last == "" or last.startswith("{")
+            return torn and all(isinstance(r, dict) and {"step", "kind"} <= set(r) for r in records)
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    if path.name == "config.json":  # this version's settings, or 0.1.0's flat ones
+        return bool(data) and set(data) <= {"model", *TrainConfig().settings(), *FROM_THE_DATA}
+    if path.name == "run.json":
+        return {"command", "annotated_transformer"} <= set(data)
+    return data.get("format") == (BPE_FORMAT if path.name == "bpe.json" else VOCAB_FORMAT)
+
+
+def check_writable(run_dir: Path) -> None:
+    """Fail now, not after an hour of training, if `run_dir` cannot hold checkpoints."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as error:
+        raise OSError(
+            f"{run_dir}: cannot write the run there ({error.strerror or error}); "
+            f"choose another --out"
+        ) from None
 
 
 @dataclass
@@ -548,10 +627,14 @@ def train(
 ) -> Outcome:
     """Train (or, with `resume`, continue) the run in `run_dir`. See the module docstring."""
     run_dir = Path(run_dir)
+    check_run_folder(run_dir)
     procs = init_processes(device)
     say = log if procs.main else (lambda message: None)
     try:
         check_writable(run_dir)
+        if procs.main:  # what a save cut short by a kill left behind
+            for path in remove_temporaries(run_dir):
+                say(f"removed {path.name}, left by an interrupted save")
         return _train(config, run_dir, procs, data_dir, resume, progress, say)
     finally:
         leave_processes(procs)

@@ -4,7 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Reading a run back".
 """A run read back from its checkpoint: settings, vocabularies, tokenizer and weights, checked.
 
-Defined in the book's chapter "A real-world example" (Part III). Resuming training, the
+Resuming training, the
 `Translator`, checkpoint averaging and the command line all read a run with `SavedRun.load`, so
 every check is made in one place: the file loads with `weights_only=True` and is a checkpoint of
 this package with all it needs; its settings are valid (in this version's form or 0.1.0's flat

@@ -4,8 +4,6 @@
 # From book/optimizer.ipynb, "Optimizer and learning-rate schedule" › "The schedule, Eq. (3)".
 """The optimizer and learning-rate schedule of §5.3: Adam and Eq. (3).
 
-Defined in the book's chapter "Optimizer and learning-rate schedule".
-
     lrate = factor · d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5)    (3)
 
 `rate` is Eq. (3) as a pure function of the step (the paper's schedule is factor = 1);

@@ -6,9 +6,8 @@
 #   › "Saved as plain JSON, written atomically".
 """Write a file so that a crash leaves the old version or the new one, never half of either.
 
-Defined in the book's chapter "Multi30k: words, tokens and vocabularies"; vocabularies,
-checkpoints and run logs are written through it. A write that fails (a full disk, a folder that
-is not writable) raises `WriteFailed`, whose message names the file.
+Vocabularies, checkpoints and run logs are written through it. A write that fails (a full disk,
+a folder that is not writable) raises `WriteFailed`, whose message names the file.
 """
 
 import os

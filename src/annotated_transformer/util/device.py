@@ -4,8 +4,7 @@
 # From book/real_world.ipynb, "A real-world example" › "Setting up".
 """How records name the device a run used: the GPU's model, or the CPU's thread count.
 
-Defined in the book's chapter "A real-world example" (Part III); training, evaluation, the Table 3
-grid and the benchmarks write it into their records.
+Training, evaluation, the Table 3 grid and the benchmarks write it into their records.
 """
 
 import torch

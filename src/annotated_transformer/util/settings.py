@@ -4,10 +4,9 @@
 # From book/full_model.ipynb, "The full model" › "One configuration, one builder".
 """Settings checked by type and range, with one clear line naming what is wrong.
 
-Defined in the book's chapter "The full model" for `ModelConfig`; `TrainConfig` (chapter "A
-real-world example") uses it too. A setting may come from Python, from the command line
-(`--set NAME=VALUE`, a JSON value) or from a run's `config.json`, so a value is shown as JSON
-writes it: `true`, `null`, `"a string"`.
+`ModelConfig` and `TrainConfig` check their settings with it. A setting may come from Python, from
+the command line (`--set NAME=VALUE`, a JSON value) or from a run's `config.json`, so a value is
+shown as JSON writes it: `true`, `null`, `"a string"`.
 """
 
 import json
