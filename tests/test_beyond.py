@@ -286,7 +286,7 @@ def test_a_variation_is_trained_scored_and_recorded(data_dir, tmp_path):
 
 
 def test_an_unknown_variation_is_named(capsys):
-    assert cli.main(["grid", "--only", "A-h3"]) == 1
+    assert cli.main(["grid", "--only", "A-h3"]) == 2  # (2: what was typed)
     err = capsys.readouterr().err
     assert "--only: unknown variations ['A-h3']" in err and len(err.strip().splitlines()) == 1
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from annotated_transformer.data.batch import collate
+from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.decoding import simple as decoding
 from annotated_transformer.decoding.cache import decode_step, start_cache
 from annotated_transformer.decoding.search import (
@@ -538,12 +539,12 @@ def test_averaging_refuses_states_of_different_models():
 def write_run(run_dir, steps, config=None):
     """Checkpoints of a tiny run, one per step, each with a different model."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
+    paths, size = [], {"N": 1, "d_model": 8, "d_ff": 16, "h": 2}
     for step in steps:
         payload = {
-            "config": config or {"model": {"d_model": 8}, "seed": 1},
-            "src_vocab": ["<pad>", "<s>", "</s>", "a"],
-            "tgt_vocab": ["<pad>", "<s>", "</s>", "b"],
+            "config": config or {"model": size, "seed": 1},
+            "src_vocab": Vocab([*SPECIALS, "a"]).to_json(),
+            "tgt_vocab": Vocab([*SPECIALS, "b"]).to_json(),
             "model": small_state(step),
             "train_state": {"step": step},
         }
@@ -555,21 +556,24 @@ def test_average_checkpoints_is_the_mean_of_the_models(tmp_path):
     paths = write_run(tmp_path, [10, 20, 30])
     assert last_checkpoints(tmp_path, 3) == paths
     assert last_checkpoints(tmp_path, 2) == paths[1:]
-    payload = average_checkpoints(paths)
+    averaged = average_checkpoints(paths)  # a SavedRun
     states = [small_state(step) for step in (10, 20, 30)]
-    for key, value in payload["model"].items():
+    for key, value in averaged.weights.items():
         torch.testing.assert_close(value, sum(s[key] for s in states) / 3, rtol=0, atol=1e-7)
-    assert [entry["step"] for entry in payload["averaged_from"]] == [10, 20, 30]
-    assert [entry["path"] for entry in payload["averaged_from"]] == [str(p) for p in paths]
-    assert payload["train_state"] == {"step": 30} and payload["tgt_vocab"][-1] == "b"
+    assert [entry["step"] for entry in averaged.extra["averaged_from"]] == [10, 20, 30]
+    assert [entry["path"] for entry in averaged.extra["averaged_from"]] == [str(p) for p in paths]
+    assert averaged.step == 30 and averaged.tgt_vocab == Vocab([*SPECIALS, "b"])
     model = make_model(4, 4, N=1, d_model=8, d_ff=16, h=2)
-    model.load_state_dict(payload["model"])  # an averaged model loads into the architecture
+    model.load_state_dict(averaged.weights)  # an averaged model loads into the architecture
 
 
 def test_average_checkpoints_refuses_other_runs_and_checkpoint_names(tmp_path):
     paths = write_run(tmp_path / "a", [10, 20])
-    other = write_run(tmp_path / "b", [30], config={"model": {"d_model": 8}, "seed": 2})
-    with pytest.raises(ValueError, match="have different config: checkpoints of different runs"):
+    other = write_run(tmp_path / "b", [30], config={"model": {"d_model": 8, "h": 2}, "seed": 2})
+    with pytest.raises(
+        ValueError,
+        match=r"differ \(N: 6 vs 1; d_ff: 2048 vs 16; seed: 2 vs 1\): .*of different runs",
+    ):
         average_checkpoints([*paths, *other])
     with pytest.raises(ValueError, match="nothing to average"):
         average_checkpoints([])

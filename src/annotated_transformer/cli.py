@@ -1,21 +1,155 @@
 """The `annotated-transformer` command line (hand-written glue, not generated from a chapter).
 
 Subcommands are added by the parts of the book that build them (training, translation,
-evaluation, ...). Errors are one clear line on stderr and a non-zero exit.
+evaluation, ...). A mistake is one line on stderr, `annotated-transformer: error: ...`, never a
+traceback, with an exit status that says whose it is: 2 for what was typed (a `UsageError`, or
+argparse's own errors), 1 for what the files or the machine did (`OSError`, `ValueError`: a
+missing or damaged file, an output that cannot be written, no CUDA, a full disk). Every command
+checks where it will write before it reads or computes anything, and never replaces a file that
+it did not write.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
+import io
 import json
+import math
+import os
 import pkgutil
 import platform
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from annotated_transformer import __version__
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
+
+PROG = "annotated-transformer"
+EXIT_STATUS = """\
+exit status:
+  0      done
+  1      a problem with the files or the machine: a missing or damaged checkpoint or data
+         file, a bad config.json, an output that cannot be written or that would replace a
+         file this tool did not write, no CUDA for --device cuda, a closed standard input,
+         a full disk
+  2      a mistake in what was typed: an unknown command or option, a bad value (--set,
+         --beam, --alpha, --split, ...), nothing to translate
+  130    interrupted (Ctrl-C)
+  128+N  train only: stopped by signal N after saving a checkpoint (continue with --resume)
+
+Every command checks where it will write before it reads or computes anything. Files are
+written whole or not at all, and no command replaces a file it did not write."""
+
+
+class UsageError(Exception):
+    """A mistake in what was typed (an option, a value): exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the one-line form of every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        command = self.prog[len(PROG) :].strip()
+        self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}\n")
+
+
+def _count(note: str = "") -> Callable[[str], int]:
+    """An argparse type: a positive integer, else an error naming the value."""
+
+    def positive(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive integer{note}, got {text!r}")
+        return value
+
+    return positive
+
+
+def _alpha(text: str) -> float:
+    """An argparse type: the length penalty alpha, a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 (the paper: 0.6), got {text!r}")
+    return value
+
+
+# --- checks made before any work ---------------------------------------------------------------
+
+
+def _probe(folder: Path, option: str, path: Path) -> None:
+    """A file can be created in `folder` (tried: a temporary file), or an OSError naming it."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise OSError(
+            f"{option} {path}: cannot write in {folder} ({error.strerror or error})"
+        ) from None
+
+
+def check_output_file(
+    path: str | os.PathLike[str], option: str, ours: Callable[[Path], bool], kind: str
+) -> Path:
+    """Refuse an output file whose folder is missing or cannot be written, a folder, or an existing
+    file that is not `kind` written by this tool (which `ours` tells), which it would replace."""
+    path = Path(path)
+    if path.is_dir():
+        raise OSError(f"{option} {path}: a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise OSError(f"{option} {path}: the folder {folder} {state}")
+    _probe(folder, option, path)
+    if path.exists() and not ours(path):
+        raise OSError(
+            f"{option} {path}: the file exists and is not {kind} written by {PROG}, so it is "
+            f"not replaced: move it away or choose another name"
+        )
+    return path
+
+
+def check_output_folder(path: str | os.PathLike[str], option: str) -> Path:
+    """Refuse an output folder that is a file, or that cannot be created or written in."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        raise OSError(f"{option} {path}: {existing} is a file, not a folder")
+    _probe(existing, option, path)
+    return path
+
+
+def _check_checkpoint(path: str) -> None:
+    """The checkpoint or run folder exists (read later: checked here before any slow work)."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint or run folder")
+
+
+def _check_device(device: str | None) -> None:
+    """`--device cuda` only where PyTorch sees a CUDA GPU."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            why = "it was built without CUDA" if torch.version.cuda is None else "no GPU found"
+            raise OSError(
+                f"--device cuda: PyTorch {torch.__version__} sees no CUDA GPU ({why}); "
+                f"use --device cpu"
+            )
+
+
+# --- the commands --------------------------------------------------------------------------------
 
 
 def _generated_modules() -> list[tuple[str, str]]:
@@ -53,21 +187,35 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sha256_is(path: Path, digest: str) -> bool:
+    return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+
 def cmd_download(args: argparse.Namespace) -> int:
     """Download every Multi30k file (checking its SHA-256) into the cache or --data-dir."""
     from annotated_transformer.data import multi30k
 
+    folder = Path(args.data_dir) if args.data_dir is not None else multi30k.cache_dir()
+    check_output_folder(folder, "--data-dir" if args.data_dir is not None else "the cache")
+    others = []  # files of Multi30k's names that are not its files: a download would replace them
+    for name, digest in multi30k.SHA256.items():
+        path = folder / name
+        if path.is_dir() or (path.is_file() and not _sha256_is(path, digest)):
+            others.append(name)
+    if others:
+        raise OSError(
+            f"{folder} holds {', '.join(others)}, which are not the Multi30k files (their "
+            f"SHA-256 differs) and which a download would replace: move them away"
+        )
     for split in multi30k.SPLITS:
         for lang in multi30k.LANGUAGES:
-            path = multi30k.download(split, lang, args.data_dir, progress=sys.stderr.isatty())
+            path = multi30k.download(split, lang, folder, progress=sys.stderr.isatty())
             print(f"ok  {path}")
     return 0
 
 
-def _train_config(args: argparse.Namespace):
-    from annotated_transformer.training.presets import preset
-    from annotated_transformer.training.saved_run import saved_config
-
+def _set_changes(args: argparse.Namespace) -> dict:
+    """The settings that the options of `train` and its `--set NAME=VALUE`s change."""
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
                                  ("accumulate", args.accumulate), ("dropout", args.dropout),
                                  ("max_tokens", args.max_tokens), ("seed", args.seed))
@@ -78,28 +226,50 @@ def _train_config(args: argparse.Namespace):
         changes |= {"tokenizer": args.tokenizer, "share_embeddings": args.tokenizer == "bpe"}
     for setting in args.set or []:
         name, equals, value = setting.partition("=")
+        if not equals:
+            raise UsageError(f"--set {setting}: write NAME=VALUE, e.g. --set warmup=2000")
         try:
-            changes[name] = json.loads(value) if equals else None
+            changes[name] = json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError(
+            raise UsageError(
                 f"--set {setting}: write NAME=VALUE with a JSON value (a number, true, false, "
                 f"null, or a string in double quotes)"
             ) from None
-        if not equals:
-            raise ValueError(f"--set {setting}: write NAME=VALUE, e.g. --set warmup=2000")
-    if args.preset is not None:
-        return preset(args.preset, **changes)
-    saved = saved_config(args.out) if args.resume else None  # its checkpoint's, or config.json's
-    if saved is None:
-        raise ValueError("give --preset (tiny, small, base or big), or --resume an existing run")
-    return saved.replace(**changes)
+    return changes
+
+
+def _train_config(args: argparse.Namespace, changes: dict):
+    """The run's settings: a preset's, or (with --resume) the run's own, with the changes typed.
+    A setting typed wrong is a UsageError; one wrong in the run's files is not."""
+    from annotated_transformer.training.presets import preset
+    from annotated_transformer.training.saved_run import saved_config
+    from annotated_transformer.util.settings import SettingError
+
+    saved = None
+    if args.preset is None:
+        # the run's own settings: its newest checkpoint's, or its config.json's
+        saved = saved_config(args.out) if args.resume else None
+        if saved is None:
+            raise UsageError(
+                "give --preset (tiny, small, base or big), or --resume a run folder that holds a "
+                "checkpoint or a config.json"
+            )
+    try:
+        return preset(args.preset, **changes) if saved is None else saved.replace(**changes)
+    except SettingError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train on Multi30k; under torchrun, on every process it starts."""
-    from annotated_transformer.training.run import train
+    changes = _set_changes(args)
+    if args.preset is None and not args.resume:
+        raise UsageError("give --preset (tiny, small, base or big), or --resume a run folder")
+    from annotated_transformer.training.run import check_run_folder, train
 
-    config = _train_config(args)
+    check_run_folder(Path(args.out))
+    config = _train_config(args, changes)
+    _check_device(args.device)
     outcome = train(
         config, args.out, data_dir=args.data_dir, resume=args.resume, device=args.device,
         progress=not args.no_progress,
@@ -108,19 +278,47 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
 
 
+def _read_stdin() -> list[str]:
+    """The lines of standard input, read as UTF-8 whatever the locale."""
+    if sys.stdin is None:
+        raise OSError(
+            "standard input is closed: give the sentences as arguments, or one per line on "
+            "standard input"
+        )
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        try:
+            sys.stdin.reconfigure(encoding="utf-8")
+        except (OSError, ValueError):  # (already read from: it keeps its encoding)
+            pass
+    if sys.stdin.isatty():
+        print(f"{PROG}: reading German sentences, one per line; end with Ctrl-D", file=sys.stderr)
+    try:
+        return [line.rstrip("\n") for line in sys.stdin]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"standard input is not UTF-8 text ({error.reason})") from None
+    except OSError as error:
+        raise OSError(f"cannot read standard input: {error.strerror or error}") from None
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate German sentences (arguments, or one per line on stdin) into English."""
+    if sys.stdout is None:
+        raise OSError("standard output is closed: the translations would be lost")
+    _check_checkpoint(args.checkpoint)
+    _check_device(args.device)
+    sentences = args.text or _read_stdin()
+    if not any(s.strip() for s in sentences):
+        raise UsageError(
+            "nothing to translate: give sentences as arguments, or one per line on standard input"
+        )
     from annotated_transformer.translator import Translator
 
-    sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
-    if not any(s.strip() for s in sentences):
-        raise ValueError("nothing to translate: give sentences as arguments or on stdin")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     for i, sentence in enumerate(sentences, 1):
         unknown = translator.unknown_words(sentence)
         if unknown:
             print(
-                f"annotated-transformer: warning: sentence {i}: {len(unknown)} word(s) not in "
+                f"{PROG}: warning: sentence {i}: {len(unknown)} word(s) not in "
                 f"the German vocabulary, read as <unk>: {', '.join(unknown)}",
                 file=sys.stderr,
             )
@@ -140,72 +338,129 @@ def _decoding_name(beam: int, alpha: float) -> str:
     return "greedy decoding" if beam == 1 else f"beam search, {beam} beams, alpha {alpha}"
 
 
+def _splits(given: list[str], known: Sequence[str]) -> list[str]:
+    """The splits `--split` names (each once), or a UsageError."""
+    if "all" in given:
+        if len(given) > 1:
+            raise UsageError(f"--split all stands alone: it means every split ({', '.join(known)})")
+        return list(known)
+    for split in given:
+        if split not in known:
+            raise UsageError(f"--split {split}: expected one of {', '.join(known)} or all")
+    return list(dict.fromkeys(given))
+
+
+def _our_translations(path: Path) -> bool:
+    """Whether a file is the translations of a results record (`evaluate --results` wrote it)."""
+    from annotated_transformer.evaluation.scores import is_results_record
+
+    return path.suffix == ".en" and is_results_record(path.with_suffix(".json"))
+
+
+def _check_results(folder: str, split: str, tag: str) -> None:
+    """The two files `--results` writes for a split replace only a record of ours and its .en."""
+    from annotated_transformer.evaluation.scores import is_results_record, results_paths
+
+    hyp_path, json_path = results_paths(folder, split, tag)
+    ours = json_path.is_file() and is_results_record(json_path) and not hyp_path.is_dir()
+    for path in (json_path, hyp_path):
+        if path.exists() and not ours:
+            raise OSError(
+                f"--results {folder}: {path.name} exists and is not a results record written "
+                f"by {PROG} (or the translations beside one), so it is not replaced: move it "
+                f"away, or choose another --tag or folder"
+            )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Translate Multi30k splits and score them with sacreBLEU; optionally record the results."""
-    import shlex
+    from annotated_transformer.data import multi30k
+    from annotated_transformer.evaluation.scores import EVAL_SPLITS
 
-    from annotated_transformer.evaluation import scores as evaluation
-    from annotated_transformer.translator import Translator
-    from annotated_transformer.util.device import describe_device
-
-    splits = list(evaluation.EVAL_SPLITS) if args.split == ["all"] else args.split
-    for split in splits:
-        if split not in evaluation.EVAL_SPLITS:
-            raise ValueError(
-                f"--split {split}: expected one of {', '.join(evaluation.EVAL_SPLITS)} or all"
-            )
+    splits = _splits(args.split, EVAL_SPLITS)
     if args.output and len(splits) > 1:
-        raise ValueError("--output takes the translations of one split; use --results for many")
+        raise UsageError("--output takes the translations of one split; use --results for many")
+    if args.tag is not None and (not args.tag or "/" in args.tag or args.tag.startswith(".")):
+        raise UsageError(f"--tag {args.tag!r}: the tag names files (SPLIT-TAG.json): give a name "
+                         f"without / that does not start with a dot")  # fmt: skip
+    if args.output:
+        check_output_file(args.output, "--output", _our_translations,
+                          "the translations of a results record")  # fmt: skip
+    if args.results:
+        check_output_folder(args.results, "--results")
+    _check_checkpoint(args.checkpoint)
+    _check_device(args.device)
+    from annotated_transformer.translator import Translator
+
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    origin = translator.origin
-    averaged = origin.get("averaged_from")
+    averaged = translator.origin.get("averaged_from")
     tag = args.tag or "-".join([
         f"avg{len(averaged)}" if averaged else "last",
         "greedy" if args.beam == 1 else f"beam{args.beam}",
     ])  # fmt: skip
-    device_name = describe_device(next(translator.model.parameters()).device)
-    for split in splits:
-        result = evaluation.evaluate_split(
-            translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,
-            progress=sys.stderr.isatty(),
-        )  # fmt: skip
-        skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
-        print(f"{split}: {len(result.hypotheses)} sentences{skipped}, "
-              f"{_decoding_name(args.beam, args.alpha)}, {result.seconds:.1f} s")  # fmt: skip
-        for key in ("sacrebleu", "chrf", "bleu_lowercase"):
-            print(f"  {result.scores[key]['text']}")
-        if args.output:
-            from annotated_transformer.util.atomic import atomic_write
-
-            with atomic_write(args.output, "w") as file:
-                file.writelines(h + "\n" for h in result.hypotheses)
+    for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
-            path = evaluation.write_results(
-                result, args.results, tag,
-                command=shlex.join(["annotated-transformer", *sys.argv[1:]]),
-                checkpoint=origin,
-                decoding={
-                    "beam_size": args.beam,
-                    "alpha": args.alpha if args.beam > 1 else None,
-                    "max_output_tokens": "source tokens + 50 (§6.1)",
-                },
-                device=device_name, data_dir=args.data_dir,
-            )  # fmt: skip
-            print(f"  wrote {path}")
+            _check_results(args.results, split, tag)
+    for split in splits:  # every input file, checked before any translating
+        for lang in multi30k.LANGUAGES:
+            multi30k.fetch(split, lang, args.data_dir)
+    for split in splits:
+        _evaluate_split(args, translator, split, tag)
     return 0
+
+
+def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) -> None:
+    """Translate and score one split; print the scores and write what was asked."""
+    import shlex
+
+    from annotated_transformer.evaluation import scores as evaluation
+    from annotated_transformer.util.atomic import atomic_write
+    from annotated_transformer.util.device import describe_device
+
+    result = evaluation.evaluate_split(
+        translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,
+        progress=sys.stderr.isatty(),
+    )  # fmt: skip
+    skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
+    print(f"{split}: {len(result.hypotheses)} sentences{skipped}, "
+          f"{_decoding_name(args.beam, args.alpha)}, {result.seconds:.1f} s")  # fmt: skip
+    for key in ("sacrebleu", "chrf", "bleu_lowercase"):
+        print(f"  {result.scores[key]['text']}")
+    if args.output:
+        with atomic_write(args.output, "w") as file:
+            file.writelines(h + "\n" for h in result.hypotheses)
+    if args.results:
+        path = evaluation.write_results(
+            result, args.results, tag,
+            command=shlex.join([PROG, *sys.argv[1:]]),
+            checkpoint=translator.origin,
+            decoding={
+                "beam_size": args.beam,
+                "alpha": args.alpha if args.beam > 1 else None,
+                "max_output_tokens": "source tokens + 50 (§6.1)",
+            },
+            device=describe_device(next(translator.model.parameters()).device),
+            data_dir=args.data_dir,
+        )  # fmt: skip
+        print(f"  wrote {path}")
 
 
 def cmd_average(args: argparse.Namespace) -> int:
     """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
-    from pathlib import Path
-
     from annotated_transformer.training.averaging import (
         average_checkpoints,
         check_average_path,
         last_checkpoints,
     )
+    from annotated_transformer.training.checkpoints import is_checkpoint
 
-    out = check_average_path(args.out)
+    try:
+        out = check_average_path(args.out)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    check_output_file(out, "--out", is_checkpoint, "a checkpoint")
+    for given in args.checkpoints:
+        _check_checkpoint(given)
     paths: list = []
     for given in args.checkpoints:
         if Path(given).is_dir():
@@ -219,8 +474,20 @@ def cmd_average(args: argparse.Namespace) -> int:
     return 0
 
 
+def _our_attention_file(path: Path) -> bool:
+    """Whether a file is one `attention` wrote (asked only of an existing file)."""
+    from annotated_transformer.evaluation.attention_maps import is_attention_record
+
+    return is_attention_record(path)
+
+
 def cmd_attention(args: argparse.Namespace) -> int:
     """Translate one sentence and save every head's attention weights for it as JSON."""
+    if not args.text.strip():
+        raise UsageError("nothing to translate: give one German sentence")
+    check_output_file(args.output, "--output", _our_attention_file, "an attention file")
+    _check_checkpoint(args.checkpoint)
+    _check_device(args.device)
     import shlex
 
     import torch
@@ -241,7 +508,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     maps = attention_maps(translator.model, src.to(device), tgt.to(device))
     translation = translator.detokenize(words)
     about = {
-        "command": shlex.join(["annotated-transformer", *sys.argv[1:]]),
+        "command": shlex.join([PROG, *sys.argv[1:]]),
         "checkpoint": translator.origin,
         "source": args.text,
         "translation": translation,
@@ -253,10 +520,47 @@ def cmd_attention(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grid(args: argparse.Namespace) -> int:
+    """Check the grid's options and outputs, then run it (`variations.run_grid`)."""
+    import torch
+
+    from annotated_transformer import variations
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: expected a positive number of processes")
+    names = [v.name for v in variations.grid(variations.base_config(args.profile))]
+    unknown = sorted(set(args.only or []) - set(names))
+    if unknown:
+        raise UsageError(f"--only: unknown variations {unknown}; the grid: {', '.join(names)}")
+    _check_device(args.device)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    results = check_output_folder(
+        args.results or f"results/variations-{args.profile}-{device}", "--results"
+    )
+    check_output_folder(args.runs, "--runs")
+    for name in args.only or names:  # a record is a JSON object of the grid's, with its .val.en
+        record, hypotheses = results / f"{name}.json", results / f"{name}.val.en"
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
+            data = None
+        ours = isinstance(data, dict) and {"variation", "config"} <= set(data)
+        for path in (record, hypotheses):
+            if path.exists() and not ours:
+                raise OSError(f"--results {results}: {path.name} exists and is not a record of "
+                              f"the grid, so it is not replaced: move it away")  # fmt: skip
+    return variations.run_grid(args)
+
+
+# --- the parser ----------------------------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="annotated-transformer",
+    parser = Parser(
+        prog=PROG,
         description='The annotated "Attention Is All You Need": the package built from the book.',
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -283,7 +587,7 @@ def _add_train(commands: Commands) -> None:
     )
     train.add_argument("--preset", choices=["tiny", "small", "base", "big"])
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
-                       "checkpoints")  # fmt: skip
+                       "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
     train.add_argument("--data-dir", help=DATA_HELP)
     length = train.add_mutually_exclusive_group()
     length.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
@@ -323,7 +627,10 @@ def _add_evaluate(commands: Commands) -> None:
         help="val, test2016, test2017, test2018, mscoco, or all (default: test2016)",
     )  # fmt: skip
     evaluate.add_argument("--data-dir", help=DATA_HELP)
-    evaluate.add_argument("--output", help="also write the translations to this file")
+    evaluate.add_argument(
+        "--output", help="also write the translations to this file (an existing file is "
+        "replaced only if it is the .en file of a results record, SPLIT-TAG.en)",
+    )  # fmt: skip
     evaluate.add_argument(
         "--results", metavar="DIR", help="record each split in DIR: SPLIT-TAG.json (command, "
         "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations)",
@@ -337,22 +644,22 @@ def _add_attention(commands: Commands) -> None:
     attention = commands.add_parser(
         "attention", help="save every head's attention weights for one translated sentence"
     )
-    attention.add_argument("--output", required=True, help="JSON file to write")
+    attention.add_argument("--output", required=True, help="JSON file to write (an existing "
+                           "file is replaced only if it is such a file)")  # fmt: skip
     attention.add_argument("text", help="one German sentence")
     _model_options(attention)
     attention.set_defaults(run=cmd_attention)
 
 
 def _add_average(commands: Commands) -> None:
-    average = commands.add_parser(
-        "average", help="average the last checkpoints of a run into one model (§6.1)"
-    )
-    average.add_argument(
-        "checkpoints", nargs="+", metavar="PATH",
-        help="a run folder (its last --last checkpoints), or checkpoint files",
-    )  # fmt: skip
-    average.add_argument("--last", type=int, default=5, help="checkpoints per run folder (5)")
-    average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt")
+    about = "average the last checkpoints of a run into one model (§6.1)"
+    average = commands.add_parser("average", help=about)
+    given = "a run folder (its last --last checkpoints), or checkpoint files"
+    average.add_argument("checkpoints", nargs="+", metavar="PATH", help=given)
+    average.add_argument("--last", type=_count(), default=5,
+                         help="checkpoints per run folder (5)")  # fmt: skip
+    average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt "
+                         "(an existing file is replaced only if it is a checkpoint)")  # fmt: skip
     average.set_defaults(run=cmd_average)
 
 
@@ -367,7 +674,7 @@ def _add_grid(commands: Commands) -> None:
         "skipped. The grid's processes (--jobs) run `python -m annotated_transformer grid`.",
     )
     variations.add_grid_options(grid)
-    grid.set_defaults(run=variations.run_grid)
+    grid.set_defaults(run=cmd_grid)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -375,26 +682,56 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
     parser.add_argument("--device", choices=["cpu", "cuda"])
     parser.add_argument(
-        "--beam", type=int, default=4, help="beam size; 1 is greedy decoding (default: 4, §6.1)"
-    )
+        "--beam", type=_count(" (1 is greedy decoding)"), default=4,
+        help="beam size; 1 is greedy decoding (default: 4, §6.1)",
+    )  # fmt: skip
     parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty alpha (default: 0.6, §6.1)"
+        "--alpha", type=_alpha, default=0.6, help="length penalty alpha (default: 0.6, §6.1)"
     )
+
+
+# --- running a command ---------------------------------------------------------------------------
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one line: an OSError of the system as "FILE: REASON", else its message."""
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        text = f"{error.filename}: {error.strerror}"
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _fail(error: BaseException, status: int) -> int:
+    print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
     if not getattr(args, "run", None):
-        parser.print_help()
-        return 2
+        parser.print_usage(sys.stderr)
+        return _fail(UsageError("give a command: info, download, train, translate, evaluate, "
+                                "attention, average or grid (--help for each)"), 2)  # fmt: skip
     try:
         return args.run(args)
-    except (OSError, ValueError) as error:
-        print(f"annotated-transformer: error: {error}", file=sys.stderr)
+    except UsageError as error:  # what was typed
+        return _fail(error, 2)
+    except BrokenPipeError:  # the reader of standard output went away (`| head`): stop quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # (standard output is not a file)
+            pass
         return 1
+    except (OSError, ValueError) as error:  # the files or the machine
+        return _fail(error, 1)
+    except RuntimeError as error:  # from PyTorch: only running out of memory is the machine's
+        if type(error).__name__ != "OutOfMemoryError":
+            raise
+        return _fail(error, 1)
     except KeyboardInterrupt:
-        print("annotated-transformer: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -162,8 +162,7 @@ def write_results(
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    # Both files or neither: the record is written to disk first, then the hypotheses are, and
-    # are renamed into place, and only then the record; a full disk fails a write, not a rename.
+    # Both or neither: the record is on disk before the hypotheses are renamed into place.
     with atomic_write(json_path, "w") as file:
         json.dump(record, file, indent=2, ensure_ascii=False)
         file.write("\n")

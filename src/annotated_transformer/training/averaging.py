@@ -95,9 +95,9 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> SavedRun:
             differences.append("their tokenizers or vocabularies")
         if differences:
             raise ValueError(
-                f"{run.path} and {first.path} differ in {'; '.join(differences)} (checkpoint "
-                f"vs checkpoint): checkpoints of different runs cannot be averaged (settings "
-                f"that only decide when to stop, log or save, such as max_steps, may differ)"
+                f"{run.path} and {first.path} differ ({'; '.join(differences)}): checkpoints "
+                f"of different runs cannot be averaged (settings that only decide when to stop, "
+                f"log or save, such as max_steps, may differ)"
             )
     newest = max(runs, key=lambda run: run.step or 0)
     weights = average_state_dicts([run.weights for run in runs], [str(run.path) for run in runs])

@@ -10,6 +10,7 @@ shown as JSON writes it: `true`, `null`, `"a string"`.
 """
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,7 @@ class Setting:
             )
         value = self.kind(value)
         inside = [
+            self.kind not in (int, float) or math.isfinite(value),  # no inf, no NaN
             self.low is None or value >= self.low,
             self.above is None or value > self.above,
             self.below is None or value < self.below,

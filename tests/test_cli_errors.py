@@ -1,0 +1,1029 @@
+"""Every mistake a user can make with `annotated-transformer`: one clear line, never a traceback,
+the right exit status, and no file lost.
+
+`CASES` is one table of bad inputs. Each row runs through the installed command line, in a
+subprocess, in a scratch folder holding a copy of a tiny trained run (`run`, from
+tests/fixtures/checkpoint-0.1.0/word), and must end with exit status 2 (what was typed) or 1
+(what the files or the machine did), with exactly one line `annotated-transformer: error: ...`
+naming the problem, and with every file of the folder as it was (and no temporary file left).
+README's reliability table is generated from it (`reliability_table`).
+
+Then one test per class of error (`CLASSES`) goes further in the same process: each write site
+on a full disk, outputs checked before any work, files replaced only when this tool wrote them.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from annotated_transformer import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "checkpoint-0.1.0" / "word"
+CHECKPOINT = "checkpoint-00000002.pt"  # the fixture's one checkpoint (step 2)
+README = ROOT / "README.md"
+TABLE_START = "<!-- reliability table: generated from tests/test_cli_errors.py -->"
+TABLE_END = "<!-- end of reliability table -->"
+ERROR = "annotated-transformer: error:"
+
+# --- the classes of bad input --------------------------------------------------------------------
+
+OPTION = "an unknown command or option"
+VALUE = "a bad value for an option"
+SETTING = "a bad setting (--set or an option)"
+CONFLICT = "options that do not go together"
+NOTHING = "nothing to translate"
+MISSING = "a missing checkpoint or data file"
+NOT_CHECKPOINT = "a file that is not a checkpoint"
+RUN_FILES = "a run whose files do not fit"
+UNWRITABLE = "an output that cannot be written"
+CLOBBER = "an output that would replace a file this tool did not write"
+MACHINE = "something the machine lacks"
+DISK_FULL = "a full disk"
+CLASSES = (
+    OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
+    CLOBBER, MACHINE, DISK_FULL,
+)  # fmt: skip
+
+
+# --- what a case needs in its folder -------------------------------------------------------------
+
+
+def write(name: str, content: str | bytes) -> Callable[[Path], None]:
+    """A setup: a file `name` (folders made) holding `content`."""
+
+    def setup(folder: Path) -> None:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+    return setup
+
+
+def both(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        for one in setups:
+            one(folder)
+
+    return setup
+
+
+def empty_folder(name: str) -> Callable[[Path], None]:
+    return lambda folder: (folder / name).mkdir()
+
+
+def zip_of_photos(folder: Path) -> None:
+    with zipfile.ZipFile(folder / "photos.zip", "w") as archive:
+        archive.writestr("dog.jpg", b"\xff\xd8 not really a photo")
+
+
+def checkpoint_cut_short(folder: Path) -> None:
+    data = (folder / "run" / CHECKPOINT).read_bytes()
+    (folder / "cut.pt").write_bytes(data[: len(data) // 2])
+
+
+class Exploit:
+    """What a malicious "checkpoint" could hold: unpickling it would run a command."""
+
+    def __reduce__(self):
+        return (os.system, ("echo this would have run",))
+
+
+def pickle_of_code(folder: Path) -> None:
+    import torch
+
+    torch.save({"model": Exploit()}, folder / "evil.pt")
+
+
+def state_dict_of_other_code(folder: Path) -> None:
+    import torch
+
+    torch.save({"encoder.weight": torch.zeros(2, 2)}, folder / "weights.pt")
+
+
+def vocabulary_of_another_run(folder: Path) -> None:
+    from annotated_transformer.data.vocab import SPECIALS, Vocab
+
+    Vocab([*SPECIALS, "nur", "drei", "Wörter"]).save(folder / "run" / "src_vocab.json")
+
+
+def checkpoint_with(name: str, **settings: object) -> Callable[[Path], None]:
+    """A setup: a copy of the run's checkpoint, named `name`, trained with other settings."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+
+        payload = load_checkpoint(folder / "run" / CHECKPOINT)
+        del payload["path"]
+        payload["config"] = {**payload["config"], **settings}
+        save_checkpoint(folder / name, payload)
+
+    return setup
+
+
+def copy_of_checkpoint(name: str) -> Callable[[Path], None]:
+    return lambda folder: shutil.copyfile(folder / "run" / CHECKPOINT, folder / name)
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: run `annotated-transformer *argv` in a folder prepared by `setup`."""
+
+    id: str
+    kind: str  # its class, one of CLASSES
+    argv: tuple[str, ...]
+    status: int  # 2: what was typed; 1: the files or the machine
+    message: str  # a part of the error line
+    you_get: str  # what the user gets, in words
+    setup: Callable[[Path], None] | None = None
+    stdin: bytes | None = b""  # None: standard input closed
+    disk_full: str | None = None  # writing a file of this name fails: no space left on device
+    note: str = ""  # shown after the example
+    needs_no_cuda: bool = False
+
+    def example(self) -> str:
+        command = shlex.join(["annotated-transformer", *self.argv])
+        if self.stdin is None:
+            command += " <&-"
+        elif self.stdin:  # as printf writes it: \n, and \xHH for a byte that is not ASCII
+            shown = "".join(
+                "\\n" if b == 10 else chr(b) if 32 <= b < 127 and b != 92 else f"\\x{b:02x}"
+                for b in self.stdin
+            )
+            command = f"printf {shlex.quote(shown)} | {command}"
+        return command
+
+
+T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
+TR = ("translate", "--checkpoint", "run")
+SENTENCE = "Ein Hund rennt."
+CASES = [
+    # What was typed: exit status 2
+    Case("unknown-option", OPTION, (*TR, "--bem", "2", SENTENCE), 2,
+         "unrecognized arguments: --bem", "exit 2, names the option, shows the usage"),
+    Case("unknown-command", OPTION, ("tranlsate", SENTENCE), 2,
+         "invalid choice: 'tranlsate'", "exit 2, names the commands there are"),
+    Case("no-command", OPTION, (), 2, "give a command: info, download, train",
+         "exit 2, lists the commands"),
+    Case("missing-option", OPTION, ("average", "run", "--last", "1"), 2,
+         "average: the following arguments are required: --out", "exit 2, names the option"),
+    Case("unknown-preset", OPTION, ("train", "--preset", "huge", "--out", "new"), 2,
+         "invalid choice: 'huge'", "exit 2, names the presets"),
+    Case("beam-zero", VALUE, (*TR, "--beam", "0", SENTENCE), 2,
+         "argument --beam: expected a positive integer (1 is greedy decoding), got '0'",
+         "exit 2, names the option, the value and what is allowed"),
+    Case("beam-words", VALUE, ("evaluate", "--checkpoint", "run", "--beam", "four"), 2,
+         "argument --beam: expected a positive integer", "exit 2, as above"),
+    Case("alpha-negative", VALUE, (*TR, "--alpha", "-1", SENTENCE), 2,
+         "argument --alpha: expected a number >= 0 (the paper: 0.6), got '-1'",
+         "exit 2, names the option, the value and what is allowed"),
+    Case("alpha-nan", VALUE,
+         ("attention", "--checkpoint", "run", "--output", "a.json", "--alpha", "nan", SENTENCE),
+         2, "argument --alpha: expected a number >= 0", "exit 2, as above"),
+    Case("last-zero", VALUE, ("average", "run", "--last", "0", "--out", "average.pt"), 2,
+         "argument --last: expected a positive integer, got '0'", "exit 2, names the option"),
+    Case("unknown-split", VALUE, ("evaluate", "--checkpoint", "run", "--split", "test2019"), 2,
+         "--split test2019: expected one of val, test2016, test2017, test2018, mscoco or all",
+         "exit 2, lists the splits"),
+    Case("tag-path", VALUE,
+         ("evaluate", "--checkpoint", "run", "--results", "res", "--tag", "../x"), 2,
+         "--tag '../x': the tag names files", "exit 2, says what a tag may be"),
+    Case("average-named-like-a-checkpoint", VALUE,
+         ("average", "run", "--last", "1", "--out", "checkpoint-00000009.pt"), 2,
+         "cannot be named like a training checkpoint", "exit 2, suggests average.pt"),
+    Case("grid-jobs", VALUE, ("grid", "--jobs", "0"), 2,
+         "--jobs 0: expected a positive number of processes", "exit 2, names the option"),
+    Case("grid-unknown-variation", VALUE, ("grid", "--only", "A-h3"), 2,
+         "--only: unknown variations ['A-h3']; the grid: base", "exit 2, lists the variations"),
+    Case("setting-wrong-type", SETTING, (*T, "new", "--set", 'N="2"'), 2,
+         'setting N: expected a positive integer, got "2" (a string)',
+         "exit 2, names the setting, the value and its type, and what is allowed"),
+    Case("setting-unknown", SETTING, (*T, "new", "--set", "warmpu=2000"), 2,
+         "unknown training settings ['warmpu']; the settings:", "exit 2, lists the settings"),
+    Case("setting-not-json", SETTING, (*T, "new", "--set", "seed=x"), 2,
+         "--set seed=x: write NAME=VALUE with a JSON value", "exit 2, says how to write it"),
+    Case("setting-no-value", SETTING, (*T, "new", "--set", "warmup"), 2,
+         "--set warmup: write NAME=VALUE, e.g. --set warmup=2000", "exit 2, shows an example"),
+    Case("settings-that-clash", SETTING, (*T, "new", "--set", "max_tokens=100"), 2,
+         "max_tokens=100 must be at least max_len=256", "exit 2, names both settings"),
+    Case("output-of-several-splits", CONFLICT,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "test2016", "--output", "o.en"),
+         2, "--output takes the translations of one split", "exit 2, points to --results"),
+    Case("split-all-and-more", CONFLICT,
+         ("evaluate", "--checkpoint", "run", "--split", "all", "val"), 2,
+         "--split all stands alone", "exit 2, says what all means"),
+    Case("train-without-preset", CONFLICT, ("train", "--out", "new"), 2,
+         "give --preset (tiny, small, base or big), or --resume", "exit 2, names both ways"),
+    Case("translate-empty", NOTHING, (*TR, " "), 2, "nothing to translate",
+         "exit 2, says where sentences go"),
+    Case("translate-empty-stdin", NOTHING, TR, 2, "nothing to translate", "exit 2, as above",
+         stdin=b"\n  \n"),
+    Case("attention-empty", NOTHING,
+         ("attention", "--checkpoint", "run", "--output", "a.json", ""), 2,
+         "nothing to translate: give one German sentence", "exit 2"),
+    # What the files did: exit status 1
+    Case("checkpoint-missing", MISSING, ("translate", "--checkpoint", "runs/x", SENTENCE), 1,
+         "runs/x: no such checkpoint or run folder", "exit 1, names the path"),
+    Case("folder-without-checkpoint", MISSING, ("evaluate", "--checkpoint", "empty"), 1,
+         "empty: no checkpoint-*.pt in this folder", "exit 1, names the folder",
+         setup=empty_folder("empty"), note="empty: a folder without checkpoints"),
+    Case("data-missing", MISSING,
+         ("evaluate", "--checkpoint", "run", "--data-dir", "empty", "--split", "val"), 1,
+         "empty/val.de.gz: missing", "exit 1, names the file and where it comes from",
+         setup=empty_folder("empty"), note="empty: a folder without the Multi30k files"),
+    Case("text-file", NOT_CHECKPOINT, ("translate", "--checkpoint", "notes.txt", SENTENCE), 1,
+         "notes.txt is not a checkpoint written by annotated-transformer: a text file",
+         "exit 1, says what the file is", setup=write("notes.txt", "my notes\n"),
+         note="notes.txt: a text file"),
+    Case("random-bytes", NOT_CHECKPOINT, ("translate", "--checkpoint", "random.pt", SENTENCE),
+         1, "random.pt is not a checkpoint written by annotated-transformer: neither a zip",
+         "exit 1, as above", setup=write("random.pt", bytes(range(256)) * 8),
+         note="random.pt: random bytes"),
+    Case("zip-of-other-files", NOT_CHECKPOINT,
+         ("average", "photos.zip", "--out", "average.pt"), 1,
+         "photos.zip is not a checkpoint written by annotated-transformer: a zip archive of "
+         "other files (dog.jpg)", "exit 1, as above", setup=zip_of_photos,
+         note="photos.zip: a zip of photos"),
+    Case("checkpoint-cut-short", NOT_CHECKPOINT, ("translate", "--checkpoint", "cut.pt", SENTENCE),
+         1, "cut.pt is not a checkpoint written by annotated-transformer: a zip archive cut "
+         "short", "exit 1, says it was cut short", setup=checkpoint_cut_short,
+         note="cut.pt: the first half of a checkpoint"),
+    Case("pickle-of-code", NOT_CHECKPOINT, ("translate", "--checkpoint", "evil.pt", SENTENCE), 1,
+         "evil.pt is not a checkpoint written by annotated-transformer: it holds Python objects",
+         "exit 1, nothing in it runs; no advice to load it unsafely", setup=pickle_of_code,
+         note="evil.pt: a pickle that would run a command"),
+    Case("state-dict-of-other-code", NOT_CHECKPOINT,
+         ("attention", "--checkpoint", "weights.pt", "--output", "a.json", SENTENCE), 1,
+         "without this package's format marker", "exit 1, says what is missing",
+         setup=state_dict_of_other_code, note="weights.pt: a state dict saved by other code"),
+    Case("vocabulary-of-another-run", RUN_FILES, (*TR, SENTENCE), 1,
+         "run/src_vocab.json does not match the vocabulary inside run/checkpoint-00000002.pt",
+         "exit 1, names both files", setup=vocabulary_of_another_run,
+         note="run/src_vocab.json: another run's"),
+    Case("resume-with-another-vocabulary", RUN_FILES,
+         ("train", "--resume", "--out", "run", "--max-steps", "3"), 1,
+         "run/src_vocab.json does not match the vocabulary inside", "exit 1, nothing trained",
+         setup=vocabulary_of_another_run, note="run/src_vocab.json: another run's"),
+    Case("resume-with-other-settings", RUN_FILES,
+         ("train", "--resume", "--out", "run", "--max-steps", "3", "--dropout", "0.3"), 1,
+         "was trained with other settings than these (checkpoint vs now): dropout: 0.1 vs 0.3",
+         "exit 1, names each setting that differs"),
+    Case("config-json-bad-setting", RUN_FILES, ("train", "--resume", "--out", "started"), 1,
+         'started/config.json: setting N: expected a positive integer, got "2" (a string)',
+         "exit 1 (a file, not what was typed), names the file and the setting",
+         setup=write("started/config.json", '{"model": {"N": "2"}}'),
+         note='started/config.json: {"model": {"N": "2"}}'),
+    Case("average-different-runs", RUN_FILES, ("average", "a.pt", "b.pt", "--out", "avg.pt"),
+         1, "differ (dropout: 0.3 vs 0.1)", "exit 1, names the setting that differs",
+         setup=both(copy_of_checkpoint("a.pt"), checkpoint_with("b.pt", dropout=0.3)),
+         note="b.pt: trained with dropout 0.3"),
+    Case("output-folder-missing", UNWRITABLE,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "--output", "out/val.en"), 1,
+         "--output out/val.en: the folder out does not exist",
+         "exit 1 before any translating, names the folder"),
+    Case("output-is-a-folder", UNWRITABLE,
+         ("attention", "--checkpoint", "run", "--output", "run", SENTENCE), 1,
+         "--output run: a folder, not a file", "exit 1 before any work"),
+    Case("results-in-a-file", UNWRITABLE,
+         ("evaluate", "--checkpoint", "run", "--results", "notes.txt"), 1,
+         "--results notes.txt: notes.txt is a file, not a folder", "exit 1 before any work",
+         setup=write("notes.txt", "my notes\n"), note="notes.txt: a file"),
+    Case("run-folder-is-a-file", UNWRITABLE, (*T, "notes.txt"), 1,
+         "notes.txt is a file, not a folder", "exit 1 before any work",
+         setup=write("notes.txt", "my notes\n"), note="notes.txt: a file"),
+    Case("download-into-a-file", UNWRITABLE, ("download", "--data-dir", "notes.txt/data"), 1,
+         "--data-dir notes.txt/data: notes.txt is a file, not a folder",
+         "exit 1 before any download", setup=write("notes.txt", "my notes\n"),
+         note="notes.txt: a file"),
+    Case("train-into-foreign-files", CLOBBER, (*T, "mine"), 1,
+         "mine holds config.json, metrics.jsonl, not written by the trainer",
+         "exit 1, lists the files, replaces none",
+         setup=both(write("mine/config.json", '{"lr": 0.1}'),
+                    write("mine/metrics.jsonl", "epoch 1: loss 3.2\n")),
+         note="mine: a config.json and a metrics.jsonl of something else"),
+    Case("train-into-another-folder", CLOBBER, (*T, "docs"), 1,
+         "docs is not a run folder", "exit 1, lists what is there",
+         setup=write("docs/thesis.tex", "\\begin{document}\n"), note="docs: other files"),
+    Case("train-over-a-run", CLOBBER, (*T, "run"), 1,
+         "run already holds a run (checkpoint-00000002.pt): pass --resume", "exit 1",
+         note="run: a run with a checkpoint"),
+    Case("average-onto-a-vocabulary", CLOBBER,
+         ("average", "run", "--last", "1", "--out", "run/src_vocab.json"), 1,
+         "--out run/src_vocab.json: the file exists and is not a checkpoint written by",
+         "exit 1, the run still translates"),
+    Case("attention-onto-a-file", CLOBBER,
+         ("attention", "--checkpoint", "run", "--output", "notes.txt", SENTENCE), 1,
+         "--output notes.txt: the file exists and is not an attention file", "exit 1",
+         setup=write("notes.txt", "my notes\n"), note="notes.txt: the user's file"),
+    Case("translations-onto-a-file", CLOBBER,
+         ("evaluate", "--checkpoint", "run", "--split", "mscoco", "--output", "mine.en"), 1,
+         "--output mine.en: the file exists and is not the translations of a results record",
+         "exit 1 before translating", setup=write("mine.en", "my own translations\n"),
+         note="mine.en: the user's file"),
+    Case("results-onto-a-file", CLOBBER,
+         ("evaluate", "--checkpoint", "run", "--split", "mscoco", "--results", "res"), 1,
+         "mscoco-last-beam4.en exists and is not a results record", "exit 1 before translating",
+         setup=write("res/mscoco-last-beam4.en", "my own translations\n"),
+         note="res/mscoco-last-beam4.en: the user's file"),
+    Case("download-onto-other-files", CLOBBER, ("download", "--data-dir", "data"), 1,
+         "data holds train.de.gz, which are not the Multi30k files", "exit 1, downloads nothing",
+         setup=write("data/train.de.gz", "not the data\n"), note="data/train.de.gz: another file"),
+    # What the machine did: exit status 1
+    Case("no-cuda", MACHINE, (*TR, "--device", "cuda", SENTENCE), 1,
+         "--device cuda: PyTorch", "exit 1, says why, suggests --device cpu",
+         needs_no_cuda=True, note="no CUDA GPU"),
+    Case("stdin-closed", MACHINE, TR, 1, "standard input is closed",
+         "exit 1, says where sentences go", stdin=None),
+    Case("stdin-not-utf8", MACHINE, TR, 1, "standard input is not UTF-8 text", "exit 1",
+         stdin=b"Ein Hund \xe4\n"),
+    Case("disk-full", DISK_FULL, ("average", "run", "--last", "1", "--out", "average.pt"), 1,
+         "cannot write average.pt: No space left on device; the previous file is unchanged",
+         "exit 1, names the file; the previous average.pt is kept",
+         setup=copy_of_checkpoint("average.pt"), disk_full="average.pt", note="on a full disk"),
+]  # fmt: skip
+
+
+def reliability_table() -> str:
+    """CASES as README's markdown table: bad input | example | what you get."""
+    rows = ["| bad input | example | what you get |", "| --- | --- | --- |"]
+    for case in CASES:
+        example = f"`{case.example()}`" + (f" ({case.note})" if case.note else "")
+        rows.append(f"| {case.kind} | {example.replace('|', chr(92) + '|')} | {case.you_get} |")
+    return "\n".join(rows) + "\n"
+
+
+# --- running a case ------------------------------------------------------------------------------
+
+FULL_DISK = '''\
+"""Loaded by a test's subprocess only: os.fsync fails for one file, as on a full disk."""
+import errno
+import os
+
+_fsync = os.fsync
+
+
+def fsync(fd):
+    if os.environ["FULL_DISK_FILE"] in os.readlink(f"/proc/self/fd/{fd}"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _fsync(fd)
+
+
+os.fsync = fsync
+'''
+
+
+@pytest.fixture(scope="session")
+def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose sitecustomize.py makes a subprocess's disk full for one file."""
+    folder = tmp_path_factory.mktemp("full-disk")
+    (folder / "sitecustomize.py").write_text(FULL_DISK, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A scratch folder holding `run`: a copy of the tiny 0.1.0 run (never the fixture itself)."""
+    shutil.copytree(FIXTURE, tmp_path / "run")
+    return tmp_path
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under `folder`, with the SHA-256 of its bytes."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def environment(case: Case, full_disk: Path) -> dict[str, str]:
+    from annotated_transformer.data import multi30k
+
+    local = multi30k.local_dir()
+    env = dict(os.environ)
+    # Data from the local copy; with none, a folder that is not there rather than a download.
+    env[multi30k.DATA_DIR_ENV] = str(local) if local else str(ROOT / "no-multi30k-here")
+    if case.disk_full:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(full_disk), env.get("PYTHONPATH")]))
+        env["FULL_DISK_FILE"] = case.disk_full
+    return env
+
+
+def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedProcess:
+    if case.needs_no_cuda:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    if case.disk_full and not Path("/proc/self/fd").is_dir():
+        pytest.skip("the full disk is simulated through /proc/self/fd")
+    return subprocess.run(
+        [sys.executable, "-m", "annotated_transformer", *case.argv],
+        cwd=folder, env=environment(case, full_disk), capture_output=True, timeout=300,
+        input=case.stdin, preexec_fn=(lambda: os.close(0)) if case.stdin is None else None,
+    )  # fmt: skip
+
+
+def check_one_error_line(stderr: str, status: int, message: str, logs: bool = False) -> None:
+    """Exactly one error line, the last, holding `message`; before it, only argparse's usage
+    (or, with `logs`, what a training run logs before it fails)."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(ERROR)]
+    assert len(errors) == 1 and lines[-1] == errors[0], stderr
+    assert message in errors[0], stderr
+    if len(lines) > 1 and not logs:  # argparse prints its usage first, "usage: ...", indented
+        assert status == 2 and lines[0].startswith("usage: "), stderr
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk):
+    if case.setup is not None:
+        case.setup(folder)
+    before = snapshot(folder)
+    result = run_case(case, folder, full_disk)
+    stdout, stderr = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == case.status, stderr
+    check_one_error_line(stderr, case.status, case.message)
+    assert "Traceback" not in stdout and "weights_only=False" not in stderr
+    after = snapshot(folder)
+    assert {name: after.get(name) for name in before} == before  # every file as it was
+    assert not [name for name in after if name.endswith(".tmp")]  # no temporary file left
+
+
+def test_the_table_is_well_formed():
+    assert len({case.id for case in CASES}) == len(CASES)
+    assert {case.kind for case in CASES} == set(CLASSES)
+    assert all(case.status in (1, 2) for case in CASES)
+    typed = {OPTION, VALUE, SETTING, CONFLICT, NOTHING}
+    assert all((case.status == 2) == (case.kind in typed) for case in CASES)
+    assert all("|" not in case.you_get and "|" not in case.kind for case in CASES)
+
+
+def test_readme_holds_the_reliability_table():
+    text = README.read_text(encoding="utf-8")
+    assert TABLE_START in text and TABLE_END in text
+    inside = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    assert inside.strip("\n") == reliability_table().strip("\n"), (
+        "README's reliability table is not the one generated from tests/test_cli_errors.py: "
+        "paste what `cd tests && python -c 'import test_cli_errors as t; "
+        "print(t.reliability_table())'` prints"
+    )
+
+
+# --- one test per class of error, in this process ------------------------------------------------
+
+
+def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    """`annotated-transformer *argv` in this process: its exit status, stdout and stderr."""
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exit:  # argparse's own errors (and --help) exit
+        code = exit.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def fails(capsys: pytest.CaptureFixture, status: int, message: str, *argv: str) -> str:
+    """Run a command that must fail with `status` and one error line holding `message` (after
+    what `train` logs, if it got as far as logging)."""
+    code, _, err = run_cli(capsys, *argv)
+    assert code == status, err
+    check_one_error_line(err, status, message, logs=argv[:1] == ("train",))
+    return err
+
+
+# Sentences enough to train and translate a few steps on, without Multi30k.
+PAIRS = [
+    ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow."),
+    ("Eine Frau lacht.", "A woman laughs."),
+    ("Zwei Kinder spielen im Park.", "Two children play in the park."),
+    ("Ein Mann fährt Fahrrad.", "A man rides a bike."),
+] * 8
+TINY = (
+    "--preset", "tiny", "--max-steps", "1", "--set", "N=1", "--set", "d_model=16", "--set", "h=2",
+    "--set", "d_ff=32", "--set", "min_freq=1", "--no-progress", "--device", "cpu",
+)  # fmt: skip
+
+
+@pytest.fixture
+def small_data(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every split is PAIRS, and every data file a stand-in: no Multi30k read or downloaded."""
+    from annotated_transformer.data import multi30k
+    from annotated_transformer.evaluation import scores
+
+    reference = tmp_path_factory.mktemp("data") / "reference.en"
+    reference.write_text("".join(english + "\n" for _, english in PAIRS), encoding="utf-8")
+    for module in (multi30k, scores):
+        monkeypatch.setattr(module, "read_split", lambda split, data_dir=None: list(PAIRS))
+        monkeypatch.setattr(module, "fetch", lambda split, lang, data_dir=None: reference)
+
+
+def work(*args: object, **kwargs: object) -> None:
+    raise AssertionError("work began before the inputs and outputs were checked")
+
+
+@pytest.fixture
+def no_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading, downloading or training on data fails the test."""
+    from annotated_transformer.data import multi30k
+    from annotated_transformer.evaluation import scores
+    from annotated_transformer.training import run as trainer
+
+    for module, name in ((multi30k, "read_split"), (multi30k, "fetch"), (scores, "read_split"),
+                         (trainer, "prepare_data"), (multi30k, "download")):  # fmt: skip
+        monkeypatch.setattr(module, name, work)
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch, no_data: None) -> None:
+    """Reading a checkpoint or data, or translating, fails the test: outputs come first."""
+    from annotated_transformer.training.saved_run import SavedRun
+
+    monkeypatch.setattr(SavedRun, "load", work)
+
+
+def full_disk_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Writing a file called `name` (its temporary file, `.NAME.*.tmp`) fails: a full disk."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("the full disk is simulated through /proc/self/fd")
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith(f".{name}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr("annotated_transformer.util.atomic.os.fsync", fsync)
+
+
+def temporaries(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob(".*.tmp")]
+
+
+def test_an_unknown_command_or_option_is_exit_2(capsys):
+    for argv in (
+        ("train", "--out", "x"),
+        ("translate", "--checkpoint", "x"),
+        ("evaluate", "--checkpoint", "x"),
+        ("attention", "--checkpoint", "x", "--output", "y", "z"),
+        ("average", "x", "--out", "y"),
+        ("grid",),
+        ("download",),
+        ("info",),
+    ):
+        fails(capsys, 2, "unrecognized arguments: --frobnicate", *argv, "--frobnicate")
+    fails(capsys, 2, "invalid choice: 'evaluat'", "evaluat")
+    fails(capsys, 2, "give a command")
+    both_ends = ("--epochs", "1", "--max-steps", "2")
+    fails(capsys, 2, "argument --max-steps: not allowed with argument --epochs",
+          "train", "--preset", "tiny", "--out", "x", *both_ends)  # fmt: skip
+
+
+def test_a_bad_value_for_an_option_is_exit_2_naming_the_option_and_the_value(capsys, folder):
+    for command in (("translate", "Hund."), ("evaluate",), ("attention", "--output", "a", "x")):
+        base = (*command, "--checkpoint", str(folder / "run"))
+        for beam in ("0", "-2", "1.5", "vier"):
+            fails(capsys, 2, f"argument --beam: expected a positive integer (1 is greedy "
+                  f"decoding), got '{beam}'", *base, "--beam", beam)  # fmt: skip
+        for alpha in ("-0.1", "inf", "nan", "viel"):
+            fails(capsys, 2, f"argument --alpha: expected a number >= 0 (the paper: 0.6), got "
+                  f"'{alpha}'", *base, "--alpha", alpha)  # fmt: skip
+    fails(capsys, 2, "argument --last: expected a positive integer, got '-1'",
+          "average", str(folder / "run"), "--last", "-1", "--out", "a.pt")  # fmt: skip
+    fails(capsys, 2, "--split val2: expected one of val, test2016",
+          "evaluate", "--checkpoint", "run", "--split", "val", "val2")  # fmt: skip
+    fails(capsys, 2, "--tag '': the tag names files", "evaluate", "--checkpoint", "x", "--tag", "")
+    fails(capsys, 2, "--jobs -1", "grid", "--jobs", "-1")
+
+
+def test_a_setting_typed_wrong_is_exit_2_and_the_same_in_config_json_is_exit_1(capsys, tmp_path):
+    from annotated_transformer.training.presets import preset
+
+    typed = [
+        (("--set", 'norm_first="false"'), {"norm_first": "false"}, "setting norm_first: "
+         'expected true or false, got "false" (a string)'),
+        (("--dropout", "1.5"), {"dropout": 1.5}, "setting dropout: expected a number in [0, 1)"),
+        (("--seed", "-1"), {"seed": -1}, "setting seed: expected an integer >= 0, got -1"),
+        (("--set", "max_tokens=100"), {"max_tokens": 100}, "max_tokens=100 must be at least"),
+        (("--set", "d_model=66"), {"d_model": 66}, "d_model=66 is not divisible by h=4"),
+    ]  # fmt: skip
+    for i, (options, changes, message) in enumerate(typed):
+        out = tmp_path / f"run{i}"
+        fails(capsys, 2, message, "train", "--preset", "tiny", "--out", str(out), *options)
+        assert not out.exists()  # refused before anything was written
+        data = preset("tiny").to_dict()
+        for name, value in changes.items():
+            (data["model"] if name in data["model"] else data)[name] = value
+        out.mkdir()
+        (out / "config.json").write_text(json.dumps(data), encoding="utf-8")
+        err = fails(capsys, 1, message, "train", "--resume", "--out", str(out))
+        assert err.startswith(f"{ERROR} {out / 'config.json'}: ")  # (1: the file's fault)
+
+
+def test_options_that_do_not_go_together_are_exit_2(capsys, no_work):
+    fails(capsys, 2, "--output takes the translations of one split", "evaluate", "--checkpoint",
+          "x", "--split", "all", "--output", "all.en")  # fmt: skip
+    fails(capsys, 2, "--split all stands alone", "evaluate", "--checkpoint", "x", "--split",
+          "val", "all")  # fmt: skip
+    fails(capsys, 2, "give --preset (tiny, small, base or big), or --resume",
+          "train", "--out", "x", "--max-steps", "3")  # fmt: skip
+    fails(capsys, 2, "give --preset", "train", "--out", "nothing-here", "--resume")
+
+
+def test_nothing_to_translate_is_exit_2_before_the_model_is_loaded(capsys, monkeypatch, folder):
+    from annotated_transformer.translator import Translator
+
+    monkeypatch.setattr(Translator, "from_checkpoint", lambda *a, **k: pytest.fail("loaded"))
+    run = str(folder / "run")
+    for text in ("", "   ", "\n\n", " \t \n"):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        fails(capsys, 2, "nothing to translate", "translate", "--checkpoint", run)
+    fails(capsys, 2, "nothing to translate", "translate", "--checkpoint", run, "", " ")
+    fails(capsys, 2, "nothing to translate", "attention", "--checkpoint", run, "--output",
+          str(folder / "a.json"), "\t")  # fmt: skip
+
+
+def test_a_string_is_not_a_list_of_sentences(folder):
+    from annotated_transformer.translator import Translator
+
+    translator = Translator.from_checkpoint(folder / "run", device="cpu")
+    with pytest.raises(TypeError, match=r"expected a list of sentences, got one string \('Ein"):
+        translator.translate("Ein Hund rennt.")
+    with pytest.raises(TypeError, match="translate\\(\\[sentence\\]\\)\\[0\\]"):
+        translator.encode("Ein Hund rennt.")
+    assert len(translator.translate(["Ein Hund rennt."], beam_size=1)) == 1
+
+
+def test_a_missing_checkpoint_or_data_file_is_exit_1_naming_it(capsys, folder):
+    (folder / "empty").mkdir()
+    for argv in (("translate", "Hund."), ("evaluate",), ("attention", "--output", "a.json", "x")):
+        fails(capsys, 1, "nowhere: no such checkpoint or run folder",
+              *argv, "--checkpoint", str(folder / "nowhere"))  # fmt: skip
+        fails(capsys, 1, "empty: no checkpoint-*.pt in this folder",
+              *argv, "--checkpoint", str(folder / "empty"))  # fmt: skip
+    fails(capsys, 1, "nowhere.pt: no such checkpoint",
+          "average", str(folder / "run"), str(folder / "nowhere.pt"), "--out", "a.pt")  # fmt: skip
+    fails(capsys, 1, "fewer than the 5 to average", "average", str(folder / "run"), "--out",
+          str(folder / "a.pt"))  # fmt: skip
+    fails(capsys, 1, f"{folder / 'empty' / 'val.de.gz'}: missing", "evaluate", "--checkpoint",
+          str(folder / "run"), "--split", "val", "--data-dir", str(folder / "empty"))  # fmt: skip
+
+
+NOT_CHECKPOINTS = {  # file: what the message says it is
+    "notes.txt": "a text file",
+    "random.pt": "neither a zip archive, as torch.save writes, nor text",
+    "empty.pt": "an empty file",
+    "photos.zip": "a zip archive of other files (dog.jpg), not one PyTorch wrote",
+    "cut.pt": "a zip archive cut short or damaged",
+    "evil.pt": "it holds Python objects, which could run code and are not loaded (GLOBAL",
+    "weights.pt": "a PyTorch file without this package's format marker",
+    "legacy.pt": "neither a zip archive, as torch.save writes, nor text",
+}
+
+
+def test_a_file_that_is_not_a_checkpoint_says_what_it_is(capsys, folder):
+    import torch
+
+    from annotated_transformer.training.checkpoints import is_checkpoint, load_checkpoint
+
+    for setup in (write("notes.txt", "Hund\n"), write("random.pt", bytes(range(256)) * 8),
+                  write("empty.pt", b""), zip_of_photos, checkpoint_cut_short, pickle_of_code,
+                  state_dict_of_other_code):  # fmt: skip
+        setup(folder)
+    torch.save({"format": "x"}, folder / "legacy.pt", _use_new_zipfile_serialization=False)
+    for name, what in NOT_CHECKPOINTS.items():
+        path = folder / name
+        with pytest.raises(ValueError) as error:
+            load_checkpoint(path)
+        message = str(error.value)
+        assert message.startswith(f"{path} is not a checkpoint written by annotated-transformer: ")
+        assert what in message and "weights_only=False" not in message, message
+        assert not is_checkpoint(path)
+        err = fails(capsys, 1, what, "translate", "--checkpoint", str(path), "Hund.")
+        assert "weights_only=False" not in err
+    assert is_checkpoint(folder / "run" / CHECKPOINT) and not is_checkpoint(folder / "run")
+
+
+def test_average_tells_bookkeeping_from_settings_that_change_the_model(capsys, folder):
+    from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+
+    def checkpoint(name: str, step: int, **settings: object) -> str:
+        payload = load_checkpoint(folder / "run" / CHECKPOINT)
+        del payload["path"]
+        payload["config"] = {**payload["config"], **settings}
+        payload["train_state"] = {**payload["train_state"], "step": step}
+        save_checkpoint(folder / name, payload)
+        return str(folder / name)
+
+    # A run resumed with a larger --max-steps, logging and saving on another schedule: fine.
+    a = checkpoint("a.pt", 2)
+    b = checkpoint("b.pt", 9, max_steps=9, eval_every=3, save_every=3, keep=9, epochs=4)
+    code, out, err = run_cli(capsys, "average", a, b, "--out", str(folder / "avg.pt"))
+    assert code == 0 and "averaged 2 checkpoints (steps 2, 9)" in out, err
+    assert load_checkpoint(folder / "avg.pt")["config"]["max_steps"] == 9  # the newest's
+    # Settings that change the model or its training: refused, each named.
+    for change, named in (
+        ({"dropout": 0.3}, "dropout: 0.3 vs 0.1"),
+        ({"warmup": 50, "d_ff": 64}, "d_ff: 64 vs 32; warmup: 50 vs 200"),
+    ):
+        c = checkpoint("c.pt", 9, **change)  # fmt: skip
+        fails(capsys, 1, f"{c} and {a} differ ({named})", "average", a, c, "--out",
+              str(folder / "avg2.pt"))  # fmt: skip
+
+
+def test_a_run_whose_files_do_not_fit_is_exit_1_and_nothing_trains(capsys, folder, small_data):
+    run = folder / "run"
+    vocabulary_of_another_run(folder)
+    before = snapshot(run)
+    fails(capsys, 1, f"{run / 'src_vocab.json'} does not match the vocabulary inside",
+          "train", "--resume", "--out", str(run), "--max-steps", "3")  # fmt: skip
+    fails(capsys, 1, f"{run / 'src_vocab.json'} does not match the vocabulary inside",
+          "translate", "--checkpoint", str(run), "Hund.")  # fmt: skip
+    assert snapshot(run) == before  # nothing trained, nothing written
+    (run / "config.json").write_text("{not json", encoding="utf-8")
+    (run / "src_vocab.json").unlink()
+    fails(capsys, 1, "config.json, not written by the trainer", "train", "--resume",
+          "--out", str(run), "--max-steps", "3")  # fmt: skip
+
+
+UNWRITABLE_OUTPUTS = [  # (how, the path relative to the folder, the message)
+    ("a missing folder", "nowhere/out", "the folder {folder}/nowhere does not exist"),
+    ("a folder", "run", "{folder}/run: a folder, not a file"),
+    ("a file's child", "notes.txt/out", "the folder {folder}/notes.txt is not a folder"),
+]
+
+
+def test_an_output_that_cannot_be_written_is_found_before_any_work(capsys, folder, no_work):
+    write("notes.txt", "Hund\n")(folder)
+    run = str(folder / "run")
+    for _, relative, message in UNWRITABLE_OUTPUTS:
+        path, message = str(folder / relative), message.format(folder=folder)
+        fails(capsys, 1, f"--output {path}", "evaluate", "--checkpoint", run, "--output", path)
+        fails(capsys, 1, message, "attention", "--checkpoint", run, "--output", path, "Hund.")
+        fails(capsys, 1, message, "average", run, "--last", "1", "--out", path)
+    fails(
+        capsys,
+        1,
+        f"--results {folder}/notes.txt/res: {folder}/notes.txt is a file",
+        "evaluate",
+        "--checkpoint",
+        run,
+        "--results",
+        str(folder / "notes.txt" / "res"),
+    )
+    fails(capsys, 1, "notes.txt/run: cannot write the run there", "train", *TINY,
+          "--out", str(folder / "notes.txt" / "run"))  # fmt: skip
+    fails(capsys, 1, "--runs", "grid", "--only", "base", "--runs", str(folder / "notes.txt"),
+          "--results", str(folder / "res"))  # fmt: skip
+    if os.geteuid() != 0:  # (root may write anywhere)
+        locked = folder / "locked"
+        locked.mkdir(mode=0o555)
+        fails(capsys, 1, f"cannot write in {locked}", "attention", "--checkpoint", run,
+              "--output", str(locked / "a.json"), "Hund.")  # fmt: skip
+
+
+def test_no_command_replaces_a_file_it_did_not_write(capsys, folder, small_data):
+    run = folder / "run"
+    write("notes.txt", "my notes\n")(folder)
+    write("res/val-last-greedy.json", '{"mine": true}\n')(folder)
+    before = snapshot(folder)
+    notes, res = str(folder / "notes.txt"), str(folder / "res")
+    fails(capsys, 1, "not an attention file", "attention", "--checkpoint", str(run), "--output",
+          notes, "Hund.")  # fmt: skip
+    fails(capsys, 1, "not a checkpoint written by", "average", str(run), "--last", "1",
+          "--out", str(run / "tgt_vocab.json"))  # fmt: skip
+    fails(capsys, 1, "not the translations of a results record", "evaluate", "--checkpoint",
+          str(run), "--split", "val", "--output", notes)  # fmt: skip
+    fails(
+        capsys,
+        1,
+        "val-last-greedy.json exists and is not a results record",
+        "evaluate",
+        "--checkpoint",
+        str(run),
+        "--split",
+        "val",
+        "--beam",
+        "1",
+        "--results",
+        res,
+    )
+    fails(capsys, 1, "not a run folder", "train", *TINY, "--out", str(folder / "res"))
+    assert snapshot(folder) == before
+    # What it wrote, it replaces: the same commands twice.
+    (folder / "res" / "val-last-greedy.json").unlink()
+    for _ in range(2):
+        argv = ("evaluate", "--checkpoint", str(run), "--split", "val", "--beam", "1")
+        assert run_cli(capsys, *argv, "--results", res)[0] == 0
+        assert (
+            run_cli(capsys, *argv, "--output", str(folder / "res" / "val-last-greedy.en"))[0] == 0
+        )
+        assert run_cli(capsys, "attention", "--checkpoint", str(run), "--beam", "1", "--output",
+                       str(folder / "a.json"), "Ein Hund.")[0] == 0  # fmt: skip
+        assert (
+            run_cli(capsys, "average", str(run), "--last", "1", "--out", str(run / "avg.pt"))[0]
+            == 0
+        )
+    # A run folder may hold other files (an average, notes) and a log torn by a kill.
+    write("run/notes.md", "# my run\n")(folder)
+    write("run/metrics.jsonl", '{"step": 1, "kind": "train"}\n{"step": 2, "ki')(folder)
+    code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--max-steps", "3")
+    assert code == 0, err
+    assert (run / "avg.pt").exists() and (run / "notes.md").exists()
+
+
+def test_what_the_machine_lacks_is_exit_1(capsys, monkeypatch, folder, no_work):
+    import torch
+
+    run = str(folder / "run")
+    if not torch.cuda.is_available():
+        for argv in (("translate", "--checkpoint", run, "Hund."), ("evaluate", "--checkpoint", run),
+                     ("attention", "--checkpoint", run, "--output", "a.json", "Hund."),
+                     ("train", "--preset", "tiny", "--out", str(folder / "new")),
+                     ("grid", "--only", "base")):  # fmt: skip
+            fails(capsys, 1, "--device cuda: PyTorch", *argv, "--device", "cuda")
+    monkeypatch.setattr(sys, "stdin", None)
+    fails(capsys, 1, "standard input is closed", "translate", "--checkpoint", run)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund \xe4\xff\n")))
+    fails(capsys, 1, "standard input is not UTF-8 text", "translate", "--checkpoint", run)
+
+
+RUN_FILES_WRITTEN = ("config.json", "src_vocab.json", "tgt_vocab.json", "run.json", "metrics.jsonl",
+                     "checkpoint-00000001.pt")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", RUN_FILES_WRITTEN)
+def test_a_full_disk_while_a_run_writes_a_file_names_it(
+    name, capsys, monkeypatch, tmp_path, small_data
+):
+    full_disk_for(monkeypatch, name)
+    out = tmp_path / "new"
+    fails(capsys, 1, f"cannot write {out / name}: No space left on device", "train", *TINY,
+          "--out", str(out))  # fmt: skip
+    assert not temporaries(tmp_path) and not (out / name).exists()
+
+
+def resumable(folder: Path) -> tuple[Path, dict[str, str]]:
+    """The run, with a log of its first two steps, ready to resume; and what its files hold."""
+    run = folder / "run"
+    lines = [{"step": 1, "kind": "train", "loss": 9.0}, {"step": 2, "kind": "train", "loss": 8.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return run, snapshot(run)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one(
+    capsys, monkeypatch, folder, small_data
+):
+    run, before = resumable(folder)
+    full_disk_for(monkeypatch, "checkpoint-00000003.pt")
+    fails(capsys, 1, f"cannot write {run / 'checkpoint-00000003.pt'}: No space left on device; "
+          f"the previous file is unchanged", "train", "--resume", "--out", str(run),
+          "--max-steps", "3", "--no-progress")  # fmt: skip
+    after = snapshot(run)
+    assert after[CHECKPOINT] == before[CHECKPOINT] and "checkpoint-00000003.pt" not in after
+    assert not temporaries(folder)
+
+
+def test_a_full_disk_while_logging_leaves_the_log_whole(capsys, monkeypatch, folder, small_data):
+    run, before = resumable(folder)
+    real, calls = os.write, []
+
+    def write(fd: int, data: bytes) -> int:  # a metrics line: half of it written, then no space
+        if not calls and bytes(data[:8]) != b'{"step":':
+            return real(fd, data)
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", write)
+    fails(capsys, 1, f"cannot write {run / 'metrics.jsonl'}: No space left on device; its "
+          f"earlier lines are unchanged", "train", "--resume", "--out", str(run),
+          "--max-steps", "3", "--no-progress")  # fmt: skip
+    assert len(calls) == 2 and snapshot(run)["metrics.jsonl"] == before["metrics.jsonl"]
+
+
+def test_a_full_disk_while_writing_outputs_keeps_the_previous_ones(
+    capsys, monkeypatch, folder, small_data
+):
+    run, res, attention = str(folder / "run"), folder / "res", str(folder / "a.json")
+    evaluate = ("evaluate", "--checkpoint", run, "--split", "val", "--beam", "1")
+    attend = ("attention", "--checkpoint", run, "--beam", "1", "--output", attention, "Hund.")
+    average = ("average", run, "--last", "1", "--out", str(folder / "avg.pt"))
+    for argv in ((*evaluate, "--results", str(res)), attend, average):
+        assert run_cli(capsys, *argv)[0] == 0
+    before, real_fsync = snapshot(folder), os.fsync
+    for name, argv in (("val-last-greedy.json", (*evaluate, "--results", str(res))),
+                       ("val-last-greedy.en", (*evaluate, "--results", str(res), "--beam", "1")),
+                       ("new.en", (*evaluate, "--output", str(folder / "new.en"))),
+                       ("a.json", attend), ("avg.pt", average)):  # fmt: skip
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        full_disk_for(monkeypatch, name)
+        fails(capsys, 1, f"{name}: No space left on device", *argv)
+        assert snapshot(folder) == before and not temporaries(folder)
+
+
+def test_a_resumed_run_removes_what_an_interrupted_save_left(capsys, folder, small_data):
+    run = folder / "run"
+    left = run / ".checkpoint-00000003.pt.k1ll3d.tmp"
+    left.write_bytes(b"half a checkpoint")
+    code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--max-steps", "3",
+                           "--no-progress")  # fmt: skip
+    assert code == 0, err
+    assert f"removed {left.name}, left by an interrupted save" in err
+    assert not temporaries(folder) and (run / "checkpoint-00000003.pt").exists()
+
+
+# --- every subcommand, and the help --------------------------------------------------------------
+
+BAD_INPUTS = {  # for each subcommand, inputs it must refuse in one line (and never a traceback)
+    "train": [["--preset", "tiny"], ["--out", "x", "--preset", "tiny", "--set", "=1"],
+              ["--out", "x", "--preset", "tiny", "--set", "N=null"],
+              ["--out", "x", "--preset", "tiny", "--set", "model=3"],
+              ["--out", "x", "--preset", "tiny", "--accumulate", "0"],
+              ["--out", "x", "--preset", "tiny", "--max-tokens", "-5"],
+              ["--out", "x", "--preset", "tiny", "--set", "lr_factor=-1"],
+              ["--out", "notes.txt", "--preset", "tiny"], ["--out", "run", "--resume",
+              "--set", "d_model=20"], ["--out", "run", "--resume", "--epochs", "0"]],
+    "translate": [[], ["--checkpoint"], ["--checkpoint", "notes.txt", "x"],
+                  ["--checkpoint", "run", "--beam", ""], ["--checkpoint", "run", "--device", "tpu"],
+                  ["--checkpoint", "run", " ".join(["Hund"] * 300)]],
+    "evaluate": [["--checkpoint", "run", "--split"], ["--checkpoint", "run", "--split", "train"],
+                 ["--checkpoint", "run", "--tag", ".hidden", "--results", "r"],
+                 ["--checkpoint", "notes.txt"], ["--checkpoint", "run", "--output", "run"]],
+    "attention": [["--checkpoint", "run", "x"], ["--checkpoint", "run", "--output", "a.json"],
+                  ["--checkpoint", "run", "--output", "notes.txt", "x"],
+                  ["--checkpoint", "run", "--output", "a.json", " ".join(["Hund"] * 300)]],
+    "average": [["--out", "a.pt"], ["run", "--out", "run/checkpoint-00000001.pt"],
+                ["notes.txt", "--out", "a.pt"], ["run", "run", "--last", "1", "--out", "run"],
+                ["run", "--last", "x", "--out", "a.pt"]],
+    "grid": [["--profile", "huge"], ["--only"], ["--jobs", "x"], ["--only", "base", "--results",
+             "notes.txt"]],
+    "download": [["--data-dir"], ["--data-dir", "notes.txt"], ["--data-dir", "dl", "--x"]],
+    "info": [["--verbose"], ["extra"]],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", sorted(BAD_INPUTS))
+def test_every_subcommand_refuses_bad_input_without_a_traceback(
+    command, capsys, monkeypatch, folder, no_data
+):
+    write("notes.txt", "Hund\n")(folder)
+    monkeypatch.chdir(folder)
+    for argv in BAD_INPUTS[command]:
+        code, out, err = run_cli(capsys, command, *argv)  # an exception would fail the test
+        assert code in (1, 2), (argv, err)
+        check_one_error_line(err, code, "", logs=command == "train")
+        assert "Traceback" not in out
+
+
+def test_help_documents_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "exit status:" in text
+    for status, words in (("0", "done"), ("1", "the files or the machine"),
+                          ("2", "what was typed"), ("130", "interrupted")):  # fmt: skip
+        assert any(line.split()[:1] == [status] and words in line for line in text.splitlines())
+
+
+CLASS_TESTS = {  # each class of error, and the test that goes further than the table
+    OPTION: test_an_unknown_command_or_option_is_exit_2,
+    VALUE: test_a_bad_value_for_an_option_is_exit_2_naming_the_option_and_the_value,
+    SETTING: test_a_setting_typed_wrong_is_exit_2_and_the_same_in_config_json_is_exit_1,
+    CONFLICT: test_options_that_do_not_go_together_are_exit_2,
+    NOTHING: test_nothing_to_translate_is_exit_2_before_the_model_is_loaded,
+    MISSING: test_a_missing_checkpoint_or_data_file_is_exit_1_naming_it,
+    NOT_CHECKPOINT: test_a_file_that_is_not_a_checkpoint_says_what_it_is,
+    RUN_FILES: test_a_run_whose_files_do_not_fit_is_exit_1_and_nothing_trains,
+    UNWRITABLE: test_an_output_that_cannot_be_written_is_found_before_any_work,
+    CLOBBER: test_no_command_replaces_a_file_it_did_not_write,
+    MACHINE: test_what_the_machine_lacks_is_exit_1,
+    DISK_FULL: test_a_full_disk_while_writing_outputs_keeps_the_previous_ones,
+}
+
+
+def test_every_class_of_error_has_its_own_test():
+    assert set(CLASS_TESTS) == set(CLASSES)
