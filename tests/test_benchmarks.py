@@ -17,27 +17,13 @@ import torch
 import train as train_benchmark
 from code_2022 import NAMES_2022, load_2022
 from decoding import WholePrefix
+from random_batches import PAD, a_batch
 from torch import nn
 from torch_transformer import TorchTransformer
 
-from annotated_transformer.data.batch import Batch
 from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
 from annotated_transformer.training.presets import preset
 from annotated_transformer.training.run import train
-
-PAD = 0
-
-
-def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> Batch:
-    """Random ids with right padding of different lengths on both sides."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(1, V, (B, S), generator=g)
-    tgt = torch.randint(1, V, (B, T + 1), generator=g)
-    for i in range(1, B):  # sentence i ends i positions early (sentence 0 is full)
-        src[i, S - i :] = PAD
-        tgt[i, T + 1 - i :] = PAD
-    return Batch.from_tensors(src, tgt, PAD)
-
 
 # --- the baselines of the training benchmark ------------------------------------------------------
 

@@ -11,8 +11,8 @@ import math
 
 import pytest
 import torch
+from random_batches import PAD, a_batch
 
-from annotated_transformer.data.batch import Batch
 from annotated_transformer.model.attention import MultiHeadedAttention
 from annotated_transformer.model.transformer import make_model
 from annotated_transformer.training.fused import (
@@ -25,19 +25,6 @@ from annotated_transformer.training.loop import batch_loss, train_step
 from annotated_transformer.training.presets import preset
 from annotated_transformer.training.run import train
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
-
-PAD = 0
-
-
-def a_batch(seed: int = 0, B: int = 6, S: int = 9, T: int = 8, V: int = 40) -> Batch:
-    """Random ids with right padding of different lengths on both sides."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(1, V, (B, S), generator=g)
-    tgt = torch.randint(1, V, (B, T + 1), generator=g)
-    for i in range(1, B):  # sentence i ends i positions early (sentence 0 is full)
-        src[i, S - i :] = PAD
-        tgt[i, T + 1 - i :] = PAD
-    return Batch.from_tensors(src, tgt, PAD)
 
 
 def check_attention(reference: MultiHeadedAttention, query, key, value, mask, fused=True):
