@@ -117,8 +117,8 @@ def _time_translate(timings: Timings, translator: Translator, sources: list, few
     timings.time("greedy, cached, batched", batched(1), n,
                  f"translate --beam 1 (max_tokens {translator.max_tokens})")  # fmt: skip
     timings.time("beam 4, cached, batched", batched(4), n,
-                 "translate --beam 4 (alpha 0.6, greedy lane)")  # fmt: skip
-    timings.time("beam 4 plain", batched(4, False), n, "without the greedy lane")
+                 "translate --beam 4 --keep-greedy (alpha 0.6)")  # fmt: skip
+    timings.time("beam 4 plain", batched(4, False), n, "translate --beam 4 (no greedy lane)")
 
 
 def _time_equal_batches(

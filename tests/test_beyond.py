@@ -189,7 +189,17 @@ def test_the_cli_trains_translates_and_evaluates_with_bpe(bpe_run, data_dir, cap
         "--data-dir", str(data_dir), "--results", str(tmp_path), "--tag", "t",
     )  # fmt: skip
     assert code == 0 and "val: 1014 sentences" in out
-    assert (tmp_path / "val-t.json").exists()
+    assert json.loads((tmp_path / "val-t.json").read_text())["decoding"]["keep_greedy"] is False
+    code, out, _ = run_cli(
+        capsys, "evaluate", "--checkpoint", str(bpe_run), "--split", "mscoco", "--beam", "2",
+        "--keep-greedy", "--data-dir", str(data_dir), "--results", str(tmp_path),
+    )  # fmt: skip
+    record = json.loads((tmp_path / "mscoco-last-beam2-keepgreedy.json").read_text())
+    assert code == 0 and "beam search, 2 beams, alpha 0.6, with the greedy hypothesis" in out
+    assert record["decoding"] == {
+        "beam_size": 2, "alpha": 0.6, "keep_greedy": True,
+        "max_output_tokens": "source tokens + 50 (§6.1)",
+    }  # fmt: skip
     code, out, _ = run_cli(capsys, "attention", "--checkpoint", str(bpe_run), "--beam", "1",
                            "--output", str(tmp_path / "a.json"), "Zwei Hunde.")  # fmt: skip
     maps = json.loads((tmp_path / "a.json").read_text())

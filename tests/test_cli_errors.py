@@ -233,7 +233,8 @@ CASES = [
          ("evaluate", "--checkpoint", "run", "--split", "all", "val"), 2,
          "--split all stands alone", "exit 2, says what all means"),
     Case("train-without-preset", CONFLICT, ("train", "--out", "new"), 2,
-         "give --preset (tiny, small, base or big), or --resume", "exit 2, names both ways"),
+         "give --preset (tiny, small, release, base or big), or --resume",
+         "exit 2, names both ways"),
     Case("translate-empty", NOTHING, (*TR, " "), 2, "nothing to translate",
          "exit 2, says where sentences go"),
     Case("translate-empty-stdin", NOTHING, TR, 2, "nothing to translate", "exit 2, as above",
@@ -293,6 +294,9 @@ CASES = [
          "exit 1 (a file, not what was typed), names the file and the setting",
          setup=write("started/config.json", '{"model": {"N": "2"}}'),
          note='started/config.json: {"model": {"N": "2"}}'),
+    Case("save-pretrained-word-run", RUN_FILES, ("save-pretrained", "run", "--out", "shipped"), 1,
+         "a shipped model reads one BPE vocabulary with tied embeddings", "exit 1, writes nothing",
+         note="run: a run with word vocabularies"),
     Case("average-different-runs", RUN_FILES, ("average", "a.pt", "b.pt", "--out", "avg.pt"),
          1, "differ (dropout: 0.3 vs 0.1)", "exit 1, names the setting that differs",
          setup=both(copy_of_checkpoint("a.pt"), checkpoint_with("b.pt", dropout=0.3)),
@@ -315,6 +319,10 @@ CASES = [
          "--data-dir notes.txt/data: notes.txt is a file, not a folder",
          "exit 1 before any download", setup=write("notes.txt", "my notes\n"),
          note="notes.txt: a file"),
+    Case("save-pretrained-into-a-file", UNWRITABLE,
+         ("save-pretrained", "run", "--out", "notes.txt"), 1,
+         "notes.txt: not a folder", "exit 1 before any work",
+         setup=write("notes.txt", "my notes\n"), note="notes.txt: a file"),
     Case("train-into-foreign-files", CLOBBER, (*T, "mine"), 1,
          "mine holds config.json, metrics.jsonl, not written by the trainer",
          "exit 1, lists the files, replaces none",
@@ -345,6 +353,10 @@ CASES = [
          "mscoco-last-beam4.en exists and is not a results record", "exit 1 before translating",
          setup=write("res/mscoco-last-beam4.en", "my own translations\n"),
          note="res/mscoco-last-beam4.en: the user's file"),
+    Case("save-pretrained-over-other-files", CLOBBER, ("save-pretrained", "run", "--out", "mine"),
+         1, "mine/config.json exists and is not a shipped model's config: not replaced",
+         "exit 1, replaces nothing", setup=write("mine/config.json", '{"lr": 0.1}'),
+         note="mine/config.json: another program's settings"),
     Case("download-onto-other-files", CLOBBER, ("download", "--data-dir", "data"), 1,
          "data holds train.de.gz, which are not the Multi30k files", "exit 1, downloads nothing",
          setup=write("data/train.de.gz", "not the data\n"), note="data/train.de.gz: another file"),
@@ -646,7 +658,7 @@ def test_options_that_do_not_go_together_are_exit_2(capsys, no_work):
           "x", "--split", "all", "--output", "all.en")  # fmt: skip
     fails(capsys, 2, "--split all stands alone", "evaluate", "--checkpoint", "x", "--split",
           "val", "all")  # fmt: skip
-    fails(capsys, 2, "give --preset (tiny, small, base or big), or --resume",
+    fails(capsys, 2, "give --preset (tiny, small, release, base or big), or --resume",
           "train", "--out", "x", "--max-steps", "3")  # fmt: skip
     fails(capsys, 2, "give --preset", "train", "--out", "nothing-here", "--resume")
 

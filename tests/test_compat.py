@@ -22,7 +22,7 @@ def test_a_0_1_0_run_folder_translates_as_it_did(kind: str) -> None:
     expected = json.loads((FIXTURES / kind / "translations-0.1.0.json").read_text())
     translator = Translator.from_checkpoint(FIXTURES / kind)
     sentences = expected["sentences"]
-    assert translator.translate(sentences) == expected["beam4"]
+    assert translator.translate(sentences, keep_greedy=True) == expected["beam4"]  # 0.1.0's search
     assert translator.translate(sentences, beam_size=1) == expected["greedy"]
 
 
@@ -30,4 +30,4 @@ def test_a_0_1_0_run_folder_translates_as_it_did(kind: str) -> None:
 def test_a_0_1_0_checkpoint_file_translates_as_it_did(kind: str) -> None:
     expected = json.loads((FIXTURES / kind / "translations-0.1.0.json").read_text())
     translator = Translator.from_checkpoint(FIXTURES / kind / "checkpoint-00000002.pt")
-    assert translator.translate(expected["sentences"]) == expected["beam4"]
+    assert translator.translate(expected["sentences"], keep_greedy=True) == expected["beam4"]

@@ -341,12 +341,14 @@ def greedy_and_its_scores(model, src, src_mask, max_len, alpha=0.6):
 
 
 @pytest.mark.parametrize("model_kind", ["trained copy model", "untrained, 32 words"])
-def test_beam_search_never_scores_below_greedy_decoding(copy_model, model_kind):
+def test_beam_search_with_the_greedy_lane_never_scores_below_greedy(copy_model, model_kind):
     model, vocab = (copy_model, V) if model_kind == "trained copy model" else (peaked(32, 5), 32)
     src, src_mask = sources(200, seed=33, vocab=vocab)
     max_len = src.size(1) + 4
     _, greedy_scores = greedy_and_its_scores(model, src, src_mask, max_len)
-    found = beam_search(model, src, src_mask, max_len, START, END, beam_size=4, n_best=4)
+    found = beam_search(
+        model, src, src_mask, max_len, START, END, beam_size=4, n_best=4, keep_greedy=True
+    )
     check_hypotheses(model, src, src_mask, [max_len] * 200, found, 0.6)
     best = [hyps[0][1] for hyps in found]
     assert all(b >= g - 1e-5 for b, g in zip(best, greedy_scores, strict=True))
@@ -361,6 +363,7 @@ def test_keep_greedy_rescues_the_sentences_plain_beam_search_loses():
     search.update(start_symbol=START, end_symbol=END, beam_size=4, alpha=0.6)
     plain = [h[0][1] for h in beam_search(**search, keep_greedy=False)]
     kept = [h[0][1] for h in beam_search(**search, keep_greedy=True)]
+    assert [h[0][1] for h in beam_search(**search)] == plain  # the default: the paper's search
     lost = [i for i, (p, g) in enumerate(zip(plain, greedy_scores, strict=True)) if p < g - 1e-5]
     assert len(lost) >= 5  # plain beam search drops the greedy output now and then
     # keeping the greedy lane only adds hypotheses: never worse than either
@@ -410,6 +413,7 @@ def test_greedy_lanes_of_their_own_stay_with_their_sentences(monkeypatch):
     monkeypatch.setattr(search, "_reorder", counting_reorder)
     monkeypatch.setattr(search, "_drop_done", counting_drop_done)
     settings = {"start_symbol": START, "end_symbol": END, "beam_size": 4, "n_best": 4}
+    settings["keep_greedy"] = True  # (the lanes exist only with it)
     together = search.beam_search(model, src, src_mask, limits, **settings)
     assert seen["own rows"] > 0 and seen["drops beside own rows"] > 0
     check_hypotheses(model, src, src_mask, limits, together, 0.6)

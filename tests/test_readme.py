@@ -101,5 +101,7 @@ def test_help_lists_every_command(command: str) -> None:
         text=True,
         check=True,
     ).stdout
-    for name in ("info", "download", "train", "translate", "evaluate", "average", "attention"):
+    names = ("info", "download", "train", "translate", "evaluate", "average", "attention",
+             "save-pretrained", "grid")  # fmt: skip
+    for name in names:
         assert name in out

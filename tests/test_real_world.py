@@ -288,6 +288,7 @@ def test_a_run_folder_holds_everything(tiny_run):
     assert train_losses[-1] < train_losses[0]
     (val,) = [r for r in records if r["kind"] == "val"]
     assert val["step"] == 40 and val["loss"] > 0 and 0 <= val["bleu"] <= 100
+    assert val["elapsed_s"] >= [r for r in records if r["kind"] == "train"][-1]["elapsed_s"]
 
 
 def test_an_unwritable_output_folder_is_found_before_training(tmp_path, capsys, monkeypatch):
@@ -569,6 +570,10 @@ def test_every_setting_has_its_rule_and_values_are_stored_in_their_type():
     assert type(config.clip_norm) is float and config.clip_norm == 1.0
 
 
+def test_the_cli_names_every_preset():
+    assert cli.PRESET_NAMES == tuple(PRESETS)  # `--help` names them without importing torch
+
+
 def test_settings_round_trip_through_json_in_both_forms():
     for name, config in PRESETS.items():
         nested = json.loads(json.dumps(config.to_dict()))
@@ -706,7 +711,9 @@ def test_a_bfloat16_autocast_step_matches_float32_closely():
 def test_a_committed_hypothesis_file_rescores_to_its_record(data_dir):
     from annotated_transformer.evaluation.scores import load_results, rescore
 
-    for name in ("test2016-avg5-beam4", "test2016-avg5-greedy", "mscoco-avg5-beam4"):
+    names = ["test2016-avg5-beam4-keepgreedy", "test2016-avg5-greedy"]
+    names.append("mscoco-avg5-beam4-keepgreedy")
+    for name in names:
         path = ROOT / "results" / "multi30k-small" / f"{name}.json"
         record, again = load_results(path), rescore(path, data_dir)
         for key in ("sacrebleu", "chrf", "bleu_lowercase"):

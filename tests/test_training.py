@@ -31,6 +31,7 @@ from annotated_transformer.training.loop import (
     train_step,
 )
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler, rate
+from annotated_transformer.training.simple_loop import simple_train_epoch
 
 PAD, START, END, V = 0, 1, 2, 13
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
@@ -328,6 +329,26 @@ def test_evaluate_is_the_loss_per_token_without_dropout():
             for b in batches
         )
     assert first == pytest.approx(float(total) / sum(b.ntokens for b in batches), rel=1e-6)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_train_epoch_with_every_option_off_is_the_simple_loop(dropout):
+    batches = [collate(random_pairs(4, seed=10 + i), PAD) for i in range(5)]
+    criterion = LabelSmoothing(V, PAD, 0.1)
+    simple, general = tiny_model(seed=3, dropout=dropout), tiny_model(seed=3, dropout=dropout)
+    runs = []
+    for model, train in (
+        (simple, simple_train_epoch),
+        (general, lambda *args: [s.loss for s in train_epoch(*args, accumulate=1, progress=False)]),
+    ):
+        optimizer = make_optimizer(model.parameters())
+        scheduler = noam_scheduler(optimizer, 16, warmup=3)
+        torch.manual_seed(7)  # the same dropout masks for both loops
+        runs.append(train(model, batches, criterion, optimizer, scheduler))
+        assert scheduler.last_epoch == len(batches)
+    assert runs[0] == pytest.approx(runs[1], rel=0, abs=1e-6)
+    for p, q in zip(simple.parameters(), general.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-6)
 
 
 # --- greedy decoding and the copy task ---------------------------------------------------------

@@ -30,6 +30,9 @@ from annotated_transformer import __version__
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
 
 PROG = "annotated-transformer"
+# training.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
+PRESET_NAMES = ("tiny", "small", "release", "base", "big")
+PRESET_LIST = ", ".join(PRESET_NAMES[:-1]) + " or " + PRESET_NAMES[-1]
 EXIT_STATUS = """\
 exit status:
   0      done
@@ -130,10 +133,20 @@ def check_output_folder(path: str | os.PathLike[str], option: str) -> Path:
     return path
 
 
-def _check_checkpoint(path: str) -> None:
-    """The checkpoint or run folder exists (read later: checked here before any slow work)."""
-    if not Path(path).exists():
+def _check_checkpoint(path: str | None) -> None:
+    """The checkpoint or run folder exists (read later: checked here before any slow work); None
+    is the model that ships with the package."""
+    if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such checkpoint or run folder")
+
+
+def _translator(args: argparse.Namespace):
+    """The model to translate with: `--checkpoint`'s, else the one that ships with the package."""
+    from annotated_transformer.translator import Translator
+
+    if args.checkpoint is None:
+        return Translator.pretrained(device=args.device)
+    return Translator.from_checkpoint(args.checkpoint, device=args.device)
 
 
 def _check_device(device: str | None) -> None:
@@ -251,7 +264,7 @@ def _train_config(args: argparse.Namespace, changes: dict):
         saved = saved_config(args.out) if args.resume else None
         if saved is None:
             raise UsageError(
-                "give --preset (tiny, small, base or big), or --resume a run folder that holds a "
+                f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
                 "checkpoint or a config.json"
             )
     try:
@@ -264,7 +277,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train on Multi30k; under torchrun, on every process it starts."""
     changes = _set_changes(args)
     if args.preset is None and not args.resume:
-        raise UsageError("give --preset (tiny, small, base or big), or --resume a run folder")
+        raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
     from annotated_transformer.training.run import check_run_folder, train
 
     check_run_folder(Path(args.out))
@@ -311,9 +324,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(
             "nothing to translate: give sentences as arguments, or one per line on standard input"
         )
-    from annotated_transformer.translator import Translator
-
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = _translator(args)
     for i, sentence in enumerate(sentences, 1):
         unknown = translator.unknown_words(sentence)
         if unknown:
@@ -326,7 +337,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     filled = [i for i, s in enumerate(sentences) if s.strip()]
     outputs = translator.translate(
         [sentences[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
-        progress=sys.stderr.isatty(),
+        keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
     )  # fmt: skip
     translations = dict(zip(filled, outputs, strict=True))
     for i in range(len(sentences)):
@@ -334,8 +345,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoding_name(beam: int, alpha: float) -> str:
-    return "greedy decoding" if beam == 1 else f"beam search, {beam} beams, alpha {alpha}"
+def _decoding_name(beam: int, alpha: float, keep_greedy: bool = False) -> str:
+    if beam == 1:
+        return "greedy decoding"
+    lane = ", with the greedy hypothesis" if keep_greedy else ""
+    return f"beam search, {beam} beams, alpha {alpha}{lane}"
 
 
 def _splits(given: list[str], known: Sequence[str]) -> list[str]:
@@ -390,13 +404,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         check_output_folder(args.results, "--results")
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
-    from annotated_transformer.translator import Translator
-
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = _translator(args)
     averaged = translator.origin.get("averaged_from")
     tag = args.tag or "-".join([
+        "shipped" if translator.origin.get("shipped") else
         f"avg{len(averaged)}" if averaged else "last",
         "greedy" if args.beam == 1 else f"beam{args.beam}",
+        *(["keepgreedy"] if args.keep_greedy and args.beam > 1 else []),
     ])  # fmt: skip
     for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
@@ -419,11 +433,12 @@ def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) 
 
     result = evaluation.evaluate_split(
         translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,
-        progress=sys.stderr.isatty(),
+        keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
     )  # fmt: skip
     skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
-    print(f"{split}: {len(result.hypotheses)} sentences{skipped}, "
-          f"{_decoding_name(args.beam, args.alpha)}, {result.seconds:.1f} s")  # fmt: skip
+    decoding = _decoding_name(args.beam, args.alpha, args.keep_greedy)
+    print(f"{split}: {len(result.hypotheses)} sentences{skipped}, {decoding}, "
+          f"{result.seconds:.1f} s")  # fmt: skip
     for key in ("sacrebleu", "chrf", "bleu_lowercase"):
         print(f"  {result.scores[key]['text']}")
     if args.output:
@@ -437,6 +452,7 @@ def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) 
             decoding={
                 "beam_size": args.beam,
                 "alpha": args.alpha if args.beam > 1 else None,
+                "keep_greedy": args.keep_greedy and args.beam > 1,
                 "max_output_tokens": "source tokens + 50 (§6.1)",
             },
             device=describe_device(next(translator.model.parameters()).device),
@@ -474,6 +490,20 @@ def cmd_average(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_save_pretrained(args: argparse.Namespace) -> int:
+    """Write a trained BPE run as the files a shipped model is made of (fp16 safetensors, config,
+    tokenizer, SHA256SUMS): what `annotated_transformer/pretrained_model/` holds."""
+    _check_checkpoint(args.checkpoint)
+    from annotated_transformer.pretrained import check_replaceable, write_pretrained
+    from annotated_transformer.training.saved_run import SavedRun
+
+    check_replaceable(Path(args.out))
+    sums = write_pretrained(SavedRun.load(args.checkpoint), args.out)
+    print(f"wrote {args.out}:")
+    print(sums.read_text(encoding="utf-8"), end="")
+    return 0
+
+
 def _our_attention_file(path: Path) -> bool:
     """Whether a file is one `attention` wrote (asked only of an existing file)."""
     from annotated_transformer.evaluation.attention_maps import is_attention_record
@@ -495,13 +525,12 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from annotated_transformer.data.vocab import BOS, BOS_ID, EOS
     from annotated_transformer.decoding.batched import translate_ids
     from annotated_transformer.evaluation.attention_maps import attention_maps, save_attention_maps
-    from annotated_transformer.translator import Translator
 
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = _translator(args)
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
     (words,) = translate_ids(
         translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
-        beam_size=args.beam, alpha=args.alpha,
+        beam_size=args.beam, alpha=args.alpha, keep_greedy=args.keep_greedy,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
     device = next(translator.model.parameters()).device
@@ -569,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     download = commands.add_parser("download", help="download Multi30k, checking every file")
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     download.set_defaults(run=cmd_download)
-    for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average, _add_grid):
+    for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average,
+                _add_save_pretrained, _add_grid):  # fmt: skip
         add(commands)
     return parser
 
@@ -585,7 +615,7 @@ def _add_train(commands: Commands) -> None:
         description="Train on Multi30k German→English. Run it under `torchrun --nproc_per_node "
         "K` for K processes (NCCL on GPUs, gloo on CPUs).",
     )
-    train.add_argument("--preset", choices=["tiny", "small", "base", "big"])
+    train.add_argument("--preset", choices=PRESET_NAMES)
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
     train.add_argument("--data-dir", help=DATA_HELP)
@@ -635,7 +665,8 @@ def _add_evaluate(commands: Commands) -> None:
         "--results", metavar="DIR", help="record each split in DIR: SPLIT-TAG.json (command, "
         "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations)",
     )  # fmt: skip
-    evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4)")
+    evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4, "
+                          "avg5-beam4-keepgreedy with --keep-greedy)")  # fmt: skip
     _model_options(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
 
@@ -663,6 +694,15 @@ def _add_average(commands: Commands) -> None:
     average.set_defaults(run=cmd_average)
 
 
+def _add_save_pretrained(commands: Commands) -> None:
+    about = "write a trained BPE run as a shipped model: fp16 safetensors with SHA-256 sums"
+    save = commands.add_parser("save-pretrained", help=about, description=about + ".")
+    save.add_argument("checkpoint", help="a checkpoint (e.g. an average), or a run folder")
+    save.add_argument("--out", required=True, help="the folder to write (files in it that "
+                      "are not a shipped model's are not replaced)")  # fmt: skip
+    save.set_defaults(run=cmd_save_pretrained)
+
+
 def _add_grid(commands: Commands) -> None:
     from annotated_transformer import variations  # without torch: it is imported when a run starts
 
@@ -679,7 +719,8 @@ def _add_grid(commands: Commands) -> None:
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
     """The options of every command that loads a trained model and translates with it."""
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    parser.add_argument("--checkpoint", help="a checkpoint, or a run folder (default: the model "
+                        "that ships with the package)")  # fmt: skip
     parser.add_argument("--device", choices=["cpu", "cuda"])
     parser.add_argument(
         "--beam", type=_count(" (1 is greedy decoding)"), default=4,
@@ -688,6 +729,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alpha", type=_alpha, default=0.6, help="length penalty alpha (default: 0.6, §6.1)"
     )
+    parser.add_argument(
+        "--keep-greedy", action="store_true",
+        help="let the greedy hypothesis compete with the beams (default: the paper's plain beam "
+        "search; see the chapter Decoding)",
+    )  # fmt: skip
 
 
 # --- running a command ---------------------------------------------------------------------------
@@ -712,8 +758,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
     if not getattr(args, "run", None):
         parser.print_usage(sys.stderr)
-        return _fail(UsageError("give a command: info, download, train, translate, evaluate, "
-                                "attention, average or grid (--help for each)"), 2)  # fmt: skip
+        commands = "info, download, train, translate, evaluate, attention, average, save-pretrained"
+        return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     try:
         return args.run(args)
     except UsageError as error:  # what was typed

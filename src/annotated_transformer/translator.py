@@ -93,8 +93,12 @@ class Translator:
         beam_size: int = 4,
         alpha: float = 0.6,
         progress: bool = False,
+        keep_greedy: bool = False,
     ) -> list[str]:
         """Translations, one string per sentence: beam search (k = 1: greedy) as in §6.1.
+
+        The search is the paper's plain beam search; `keep_greedy=True` also lets the greedy
+        hypothesis compete (`beam_search`'s option, see "Decoding").
 
         `sentences` is a list (or another sequence) of strings; one string alone is refused with
         a TypeError, since a string is a sequence too, of characters: `translate([sentence])[0]`.
@@ -102,6 +106,22 @@ class Translator:
         encoded = self.encode(sentences)
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,
-            max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, progress=progress,
+            max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
+            progress=progress,
         )  # fmt: skip
         return [self.detokenize(tokens) for tokens in outputs]
+
+    @classmethod
+    def pretrained(
+        cls, folder: str | os.PathLike[str] | None = None, device: str | torch.device | None = None
+    ) -> "Translator":
+        """The model that ships with the package (or one that `save-pretrained` wrote to `folder`),
+        its files checked against their SHA-256 first (`annotated_transformer.pretrained`; its card
+        is `MODEL_CARD.md` beside the weights)."""
+        from annotated_transformer.pretrained import load_pretrained  # (written in "Results")
+
+        loaded = load_pretrained(folder)
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        vocab = loaded.bpe.vocab  # one vocabulary for both languages
+        return cls(loaded.model.to(device), loaded.config, vocab, vocab, origin=loaded.origin,
+                   bpe=loaded.bpe)  # fmt: skip

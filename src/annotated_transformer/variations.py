@@ -39,6 +39,7 @@ from annotated_transformer.util.atomic import atomic_write
 if TYPE_CHECKING:  # the presets import torch: the command line reads this module's options
     from annotated_transformer.training.presets import TrainConfig  # without waiting for it
 
+
 # Table 3 as published (newstest2013, English→German): perplexity per word piece, BLEU, and
 # parameters in millions (None where the paper leaves the cell blank: as the base model).
 PAPER: dict[str, tuple[float, float, float | None]] = {
@@ -200,7 +201,7 @@ def run(
         "val": {
             "perplexity": val_perplexity(translator, data_dir),
             "bleu": scored.scores["sacrebleu"],
-            "decoding": {"beam_size": 4, "alpha": 0.6},
+            "decoding": {"beam_size": 4, "alpha": 0.6, "keep_greedy": False},
         },
         "train_curve": [[r["step"], r["loss"], r["lr"]] for r in curve if r["kind"] == "train"],
     }  # fmt: skip

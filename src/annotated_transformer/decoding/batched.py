@@ -33,7 +33,7 @@ def translate_ids(
     max_tokens: int = 4096,
     beam_size: int = 4,
     alpha: float = 0.6,
-    keep_greedy: bool = True,
+    keep_greedy: bool = False,
     progress: bool = False,
 ) -> list[list[str]]:
     """Translations of encoded sources (each (n,), ending with `</s>`), as target tokens.

@@ -83,17 +83,20 @@ def evaluate_split(
     *,
     beam_size: int = 4,
     alpha: float = 0.6,
+    keep_greedy: bool = False,
     progress: bool = False,
 ) -> Evaluation:
-    """Translate a Multi30k split with a `Translator` and score it against its references."""
+    """Translate a Multi30k split with a `Translator` and score it against its references
+    (beam search as `Translator.translate` runs it: plain unless `keep_greedy`)."""
     if split not in EVAL_SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
     raw = read_split(split, data_dir)
     pairs = [(s, t) for s, t in raw if s.strip() and t.strip()]  # as corpus.tokenize_split does
     start = time.perf_counter()
     hypotheses = translator.translate(
-        [s for s, _ in pairs], beam_size=beam_size, alpha=alpha, progress=progress
-    )
+        [s for s, _ in pairs], beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
+        progress=progress,
+    )  # fmt: skip
     seconds = time.perf_counter() - start
     references = [t for _, t in pairs]
     return Evaluation(

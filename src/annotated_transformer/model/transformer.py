@@ -86,6 +86,10 @@ class ModelConfig:
                 f"src_vocab={self.src_vocab} and tgt_vocab={self.tgt_vocab}"
             )
 
+    def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with some fields changed (`config.replace(src_vocab=8000)`), checked again."""
+        return replace(self, **changes)
+
     @classmethod
     def base(
         cls, src_vocab: int | None = None, tgt_vocab: int | None = None, **changes: Any
@@ -100,10 +104,6 @@ class ModelConfig:
         """The paper's big model (Table 3): N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3."""
         big = {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3}
         return cls(src_vocab, tgt_vocab, **{**big, **changes})
-
-    def replace(self, **changes: Any) -> "ModelConfig":
-        """A copy with some fields changed (`config.replace(src_vocab=8000)`), checked again."""
-        return replace(self, **changes)
 
 
 def build_model(config: ModelConfig) -> EncoderDecoder:

@@ -2,7 +2,10 @@
 
 - `schedule`: Adam and the learning rate of Eq. (3) ("Optimizer and schedule").
 - `label_smoothing`: the loss with label smoothing, §5.4 ("Regularization").
-- `loop`: the loss of a batch, one optimizer step, an epoch ("The training loop").
+- `simple_loop`: the paper's loop, batch → loss → step → schedule, and nothing else ("The
+  training loop").
+- `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
+  bar; with those off, `simple_loop` ("The training loop").
 - `presets`: `TrainConfig` and the named presets ("A real-world example").
 - `checkpoints`: checkpoint files, written atomically, read with `weights_only=True`
   ("A real-world example").

@@ -81,7 +81,7 @@ class FastMultiHeadedAttention(MultiHeadedAttention):
 
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
-    ) -> Tensor:
+    ) -> Tensor:  # fmt: skip
         """(B, T_q, d_model), (B, T_k, d_model), (B, T_k, d_model) -> (B, T_q, d_model)."""
         mask = self._check_inputs(query, key, value, mask)  # the reference's checks
         B, T_q, T_k = query.size(0), query.size(1), key.size(1)

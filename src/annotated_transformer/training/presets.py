@@ -182,6 +182,13 @@ PRESETS = {
         ModelConfig(N=3, d_model=256, d_ff=1024, h=8, max_len=256), max_tokens=2048,
         warmup=1000, epochs=12, log_every=25, eval_every=250, save_every=250, save_minutes=10.0,
     ),
+    # The model that ships with the package (`Translator.pretrained()`): `small` with one BPE
+    # vocabulary for both languages and three-way tied embeddings (§3.4), validated on all of val.
+    "release": TrainConfig(
+        ModelConfig(N=3, d_model=256, d_ff=1024, h=8, max_len=256, share_embeddings=True),
+        tokenizer="bpe", max_tokens=2048, warmup=1000, epochs=12, log_every=25, eval_every=250,
+        bleu_sentences=100_000, save_every=250, save_minutes=10.0,
+    ),
     # Table 3's base and big models: minutes on one GPU. As in the paper, they read one BPE
     # vocabulary for both languages and tie both embeddings to the generator (§3.4, §5.1).
     "base": TrainConfig(

@@ -568,7 +568,8 @@ def validate_run(run: Run) -> None:
         return
     loss, score, outputs = validate(run.model, run.data, run.config, run.criterion)
     run.net.train()
-    run.metrics.write(step=run.state.step, kind="val", loss=loss, bleu=score, example=outputs[0])
+    run.metrics.write(step=run.state.step, kind="val", loss=loss, bleu=score, example=outputs[0],
+                      elapsed_s=run.seconds)  # fmt: skip
     run.val_loss, run.val_bleu = loss, score
 
 
