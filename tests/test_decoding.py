@@ -3,10 +3,11 @@
 The chapter "Decoding" claims that the cached decoder computes what the full decoder computes,
 that cached greedy decoding gives the tokens of the simple one of "A first example", that beam
 search with one beam is greedy decoding, that its length-penalized score is the one
-`sequence_scores` gives, and that with `keep_greedy` it never does worse than greedy decoding.
-These tests check those claims on a small copy-task model trained here (trained, so that the
-most probable token is rarely a near-tie), on untrained models of other shapes, and against an
-exhaustive search over a vocabulary small enough to list every output. The chapter "Results"
+`sequence_scores` gives, that with `keep_greedy` it never does worse than greedy decoding, and
+that without it it finds what the simple beam search for one sentence finds. These tests check
+those claims on a small copy-task model trained here (trained, so that the most probable token
+is rarely a near-tie), on untrained models of other shapes, and against an exhaustive search
+over a vocabulary small enough to list every output. The chapter "Results"
 averages checkpoints; the last part checks `annotated_transformer.training.averaging`.
 """
 
@@ -387,6 +388,28 @@ def test_a_batch_searches_like_each_sentence_alone(copy_model):
         assert [ids for ids, _ in together[i]] == [ids for ids, _ in single]
         assert [s for _, s in together[i]] == pytest.approx([s for _, s in single], abs=1e-5)
         assert all(len(ids) <= limit for ids, _ in together[i])
+
+
+@pytest.mark.parametrize(("beam_size", "alpha"), [(1, 0.6), (2, 0.0), (3, 1.0), (4, 0.6), (5, 0.6)])
+def test_the_simple_beam_search_finds_what_the_batched_one_finds(copy_model, beam_size, alpha):
+    """`simple_beam_search`, one sentence at a time over the whole prefix, is the reference for
+    the plain batched search: the same hypotheses, in the same order, with the same scores. The
+    5-word vocabulary leaves fewer than k going extensions at the first step (dead beams)."""
+    models = {"copy": (copy_model, V), "peaked": (peaked(32, seed=9), 32)}
+    models["5 words"] = (untrained(5, seed=10), 5)
+    for model, vocab in models.values():
+        src, src_mask = sources(16, seed=36, longest=6, vocab=vocab)
+        g = torch.Generator().manual_seed(9)
+        limits = torch.randint(2, src.size(1) + 4, (16,), generator=g).tolist()
+        settings = {"beam_size": beam_size, "alpha": alpha, "n_best": beam_size}
+        batched = beam_search(model, src, src_mask, limits, START, END, **settings)
+        for i, limit in enumerate(limits):
+            alone = src[i : i + 1, : int(src_mask[i].sum())]
+            simple = decoding.simple_beam_search(
+                model, alone, padding_mask(alone, PAD), limit, START, END, **settings
+            )
+            assert [ids for ids, _ in simple] == [ids for ids, _ in batched[i]]
+            assert [s for _, s in simple] == pytest.approx([s for _, s in batched[i]], abs=1e-5)
 
 
 def test_greedy_lanes_of_their_own_stay_with_their_sentences(monkeypatch):

@@ -380,9 +380,8 @@ def beam_search(
         the score is the length-penalized log-probability.
     """
     limits = _check_beam_inputs(src, src_mask, max_len, beam_size, n_best, alpha)  # (B,)
-    beams = _start_beams(
-        model, src, src_mask, start, start_symbol, end_symbol, beam_size, alpha, keep_greedy
-    )
+    beams = _start_beams(model, src, src_mask, start, start_symbol, end_symbol, beam_size,
+                         alpha, keep_greedy)  # fmt: skip
     for t in range(1, int(limits.max())):
         log_probs, beams.cache = step(model, beams.history[:, -1], beams.cache)  # (rows, V)
         top, parent, token = _top_candidates(beams, log_probs)  # (b, ≥k) each

@@ -128,8 +128,7 @@ def write_results(
     """Write `{split}-{tag}.en` (hypotheses) and `{split}-{tag}.json` (the record) to `folder`.
 
     The record's `hypotheses` is the hypothesis file's path relative to the repository root
-    (see `repository_root`). Both files are written atomically.
-    """
+    (see `repository_root`). Both files are written atomically."""
     import sacrebleu
     import torch
 
