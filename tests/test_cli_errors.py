@@ -354,7 +354,7 @@ CASES = [
          setup=write("res/mscoco-last-beam4.en", "my own translations\n"),
          note="res/mscoco-last-beam4.en: the user's file"),
     Case("save-pretrained-over-other-files", CLOBBER, ("save-pretrained", "run", "--out", "mine"),
-         1, "mine/config.json exists and is not a shipped model's config: not replaced",
+         1, "mine holds config.json, not a shipped model's files: not replaced",
          "exit 1, replaces nothing", setup=write("mine/config.json", '{"lr": 0.1}'),
          note="mine/config.json: another program's settings"),
     Case("download-onto-other-files", CLOBBER, ("download", "--data-dir", "data"), 1,

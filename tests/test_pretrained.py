@@ -138,8 +138,14 @@ def test_save_pretrained_refuses_a_folder_it_did_not_write(tmp_path, capsys):
     code = cli.main(["save-pretrained", str(fixture), "--out", str(folder)])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1
-    assert "config.json exists and is not a shipped model's config: not replaced" in err
+    assert "holds config.json, not a shipped model's files: not replaced" in err
     assert (folder / "config.json").read_text() == '{"my": "settings"}\n'
+    other = tmp_path / "other"  # another program's weights, and no config.json at all
+    other.mkdir()
+    (other / "model.safetensors").write_bytes(b"someone else's weights")
+    assert cli.main(["save-pretrained", str(fixture), "--out", str(other)]) == 1
+    assert "holds model.safetensors, not a shipped model's files" in capsys.readouterr().err
+    assert (other / "model.safetensors").read_bytes() == b"someone else's weights"
     word = ROOT / "tests" / "fixtures" / "checkpoint-0.1.0" / "word"
     code = cli.main(["save-pretrained", str(word), "--out", str(tmp_path / "new")])
     err = capsys.readouterr().err

@@ -97,19 +97,19 @@ def tied_names(model: torch.nn.Module) -> list[str]:
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse a `folder` that is a file, or holds a file of ours' names that we did not write."""
+    """Refuse a `folder` that is a file, or holds files of the names written here that are not
+    a shipped model's (its config.json says so)."""
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder}: not a folder (the shipped files go into a folder)")
-    config = folder / CONFIG
-    if config.exists():
-        try:
-            ours = read_json(config).get("format") == FORMAT
-        except (ValueError, AttributeError):
-            ours = False
-        if not ours:
-            raise FileExistsError(
-                f"{config} exists and is not a shipped model's config: not replaced"
-            )
+    there = [name for name in (*FILES, SUMS) if (folder / name).exists()]
+    try:
+        ours = read_json(folder / CONFIG).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if there and not ours:
+        raise FileExistsError(
+            f"{folder} holds {', '.join(there)}, not a shipped model's files: not replaced"
+        )
 
 
 def read_sums(folder: Path) -> dict[str, str]:
