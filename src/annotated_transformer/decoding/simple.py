@@ -2,10 +2,11 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/first_example.ipynb, "A first example: learning to copy" › "Decoding, the simple way".
-"""Turning a trained model into output sequences: greedy decoding.
+"""Turning a trained model into output sequences, the simple way: greedy decoding, and (added by
+the chapter "Decoding") beam search for one sentence.
 
-The simple version, which re-runs the decoder over the whole prefix at every step;
-`annotated_transformer.decoding.search` has the cached one of the chapter "Decoding".
+Both re-run the decoder over the whole prefix at every step; `annotated_transformer.decoding.search`
+has the cached, batched ones of the chapter "Decoding", which tests keep equal to these.
 
 Shapes: B sentences, S source positions, t output positions so far.
 """
