@@ -2,8 +2,9 @@
 
 The session builds the book exactly as README command (1) does, serves `_build/html` on
 127.0.0.1, and opens each page in headless Chromium (Debian's, driven by Playwright). Every
-request that would leave the machine is blocked and reported. Screenshots of two pages are saved
-in `_build/screenshots/`.
+request that would leave the machine is blocked and reported, and no code block may scroll
+sideways at a 1280 px wide window. Screenshots of the pages in SCREENSHOT_PAGES are saved in
+`_build/screenshots/`.
 
 Without Chromium these tests skip, except under CI (`CI=true`), where they must run.
 """
@@ -27,7 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 SCREENSHOTS = BUILD / "screenshots"
-SCREENSHOT_PAGES = ("book/introduction.html", "book/background.html")
+SCREENSHOT_PAGES = (
+    "book/introduction.html",
+    "book/background.html",
+    "book/attention.html",
+    "book/decoding.html",
+    "book/results.html",
+    "book/performance.html",
+)
 BUILD_COMMAND = ["jupyter-book", "build", ".", "--all", "-W", "-n", "--keep-going"]
 # Errors that Jupyter Book's own scripts raise on every page, whatever the content: sphinx-thebe
 # declares THEBE_JS_URL twice (its live-code feature is off here), and the theme's mode switch
@@ -191,6 +199,16 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
     )
     assert broken == [], f"{page_path}: images that did not load: {broken}"
 
+    # Code fits the page: at this width no code block scrolls sideways. The chapters' lines are at
+    # most 100 columns (ruff's line-length) and book/_static/book.css makes 100 columns fit;
+    # what a cell prints wraps. Each offender: its widths and its longest line.
+    scrolling = page.evaluate(
+        "() => [...document.querySelectorAll('div.highlight pre')]"
+        ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
+        ".map(pre => [pre.scrollWidth, pre.clientWidth, pre.textContent.split('\\n')"
+        ".reduce((longest, line) => (line.length > longest.length ? line : longest), '')])"
+    )
+
     if page_path in SCREENSHOT_PAGES:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = Path(page_path).with_suffix(".png").name
@@ -201,6 +219,13 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
         f"{page_path}: requests that tried to leave the machine: {left_machine}"
     )
     assert errors == [], f"{page_path}: script errors: {errors}"
+    if scrolling:
+        scroll_width, client_width, line = scrolling[0]
+        pytest.fail(
+            f"{page_path}: {len(scrolling)} code block(s) scroll sideways at 1280 px; the first is "
+            f"{scroll_width} px wide in {client_width} px, its longest line ({len(line)} "
+            f"characters): {line!r}"
+        )
 
 
 def test_book_has_the_pages_and_assets_it_needs(built_book: Path) -> None:

@@ -11,8 +11,6 @@ over a vocabulary small enough to list every output. The chapter "Results"
 averages checkpoints; the last part checks `annotated_transformer.training.averaging`.
 """
 
-import itertools
-
 import pytest
 import torch
 
@@ -284,41 +282,55 @@ def test_a_beam_of_one_is_greedy_decoding(copy_model, alpha):
     assert [hyps[0][1] for hyps in beams] == pytest.approx(scores, abs=1e-4)
 
 
-def every_output(vocab, generated):
-    """Every output of at most `generated` tokens after START: ended by END, or cut at the limit."""
-    outputs = []
-    for n in range(1, generated + 1):
-        for words in itertools.product([w for w in range(vocab) if w != END], repeat=n - 1):
-            outputs.append([START, *words, END])
-    for words in itertools.product([w for w in range(vocab) if w != END], repeat=generated - 1):
-        outputs.extend([START, *words, last] for last in range(vocab) if last != END)
-    return outputs
-
-
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_a_beam_wider_than_every_output_finds_the_exhaustive_optimum(alpha):
+    """The chapter's check, on more sources and both α: `exhaustive_search` lists every output
+    (its scores are the teacher-forced ones), and a beam wider than all of them finds them all."""
     vocab, max_len = 5, 4  # up to 3 generated tokens: 1 + 4 + 16 ended, 64 cut: 85 outputs
     model = untrained(vocab, seed=4)
     with torch.no_grad():  # END less likely: the best outputs are not all `<s> </s>`
         model.generator.proj.bias[END] -= 2.5
     src, src_mask = sources(3, seed=32, longest=4, vocab=vocab)
-    outputs = every_output(vocab, max_len - 1)
-    assert len(outputs) == 85 and len({tuple(o) for o in outputs}) == 85
     search = {"beam_size": 128, "alpha": alpha}
     found = beam_search(model, src, src_mask, max_len, START, END, **search, n_best=128)
     top = beam_search(model, src, src_mask, max_len, START, END, **search, n_best=10)
     for i in range(3):
-        scores = sequence_scores(model, src[[i] * 85], src_mask[[i] * 85], outputs, alpha)
-        ranking = sorted(zip(scores, outputs, strict=True), key=lambda pair: -pair[0])
-        assert {tuple(ids): s for ids, s in found[i]} == pytest.approx(
-            {tuple(ids): s for s, ids in ranking}, abs=1e-5
+        alone = src[i : i + 1, : int(src_mask[i].sum())]
+        simple = decoding.simple_beam_search(
+            model, alone, padding_mask(alone, PAD), max_len, START, END, **search, n_best=128
         )
-        assert [ids for ids, _ in top[i]] == [ids for _, ids in ranking[:10]]
-        assert [s for _, s in top[i]] == pytest.approx([s for s, _ in ranking[:10]], abs=1e-5)
+        ranking = decoding.exhaustive_search(
+            model, alone, padding_mask(alone, PAD), max_len, START, END, alpha
+        )
+        outputs = [ids for ids, _ in ranking]
+        assert len(outputs) == 85 and len({tuple(o) for o in outputs}) == 85
+        assert all(o[0] == START and (o[-1] == END or len(o) == max_len) for o in outputs)
+        rescored = sequence_scores(model, src[[i] * 85], src_mask[[i] * 85], outputs, alpha)
+        assert [s for _, s in ranking] == pytest.approx(rescored, abs=1e-5)
+        exact = {tuple(ids): s for ids, s in ranking}
+        assert {tuple(ids): s for ids, s in found[i]} == pytest.approx(exact, abs=1e-5)
+        assert {tuple(ids): s for ids, s in simple} == pytest.approx(exact, abs=1e-5)
+        assert [ids for ids, _ in top[i]] == outputs[:10]
+        assert [s for _, s in top[i]] == pytest.approx([s for _, s in ranking[:10]], abs=1e-5)
     # not one answer for every source, and both ways of finishing among the best
     assert len({tuple(hyps[0][0]) for hyps in top}) > 1
     ten_best = [ids for hyps in top for ids, _ in hyps]
     assert any(ids[-1] == END for ids in ten_best) and any(ids[-1] != END for ids in ten_best)
+
+
+def test_the_simple_beam_search_traces_its_steps(copy_model):
+    """`trace` records what the chapter draws: each step's live prefixes and 2k best extensions."""
+    src, src_mask = sources(1, seed=35)
+    steps = []
+    traced = decoding.simple_beam_search(copy_model, src, src_mask, 12, START, END, trace=steps)
+    assert traced == decoding.simple_beam_search(copy_model, src, src_mask, 12, START, END)
+    for t, (ys, top, parent, token) in enumerate(steps, start=1):
+        assert ys.size(1) == t and top.shape == parent.shape == token.shape == (8,)
+        assert (top[:-1] >= top[1:]).all() and int(parent.max()) < ys.size(0)
+    best = traced[0][0]  # its every prefix ranked among the k best of its step
+    for t, (ys, _, parent, token) in enumerate(steps[: len(best) - 1], start=1):
+        ranked = [(*ys[p].tolist(), int(w)) for p, w in zip(parent[:4], token[:4], strict=True)]
+        assert tuple(best[: t + 1]) in ranked
 
 
 def check_hypotheses(model, src, src_mask, limits, found, alpha):

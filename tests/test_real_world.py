@@ -1,5 +1,6 @@
-"""Part III, "Multi30k: words, tokens and vocabularies" and "A real-world example": data,
-vocabularies, checkpoints, the trainer on one and two processes, resuming, and the command line.
+"""Part III, "Multi30k: words, tokens and vocabularies", "A real-world example" and "Engineering a
+training run": data, vocabularies, translating, checkpoints, the trainer on one and two processes,
+resuming, and the command line.
 
 Tests that read Multi30k use `$ANNOTATED_TRANSFORMER_MULTI30K` or `../shared/data/multi30k`
 and are skipped where neither exists.

@@ -76,6 +76,7 @@ def simple_beam_search(
     beam_size: int = 4,
     alpha: float = 0.6,
     n_best: int = 1,
+    trace: list[tuple[Tensor, Tensor, Tensor, Tensor]] | None = None,
 ) -> list[tuple[list[int], float]]:
     """Beam search for one sentence, src (1, S) and src_mask (1, 1, S), the simple way.
 
@@ -84,6 +85,9 @@ def simple_beam_search(
     log P / lp(|Y|) with GNMT's lp(Y) = ((5 + |Y|) / 6)^α; the k best that do not end go on.
     The search stops at k finished hypotheses, or at `max_len`, where the live ones finish as
     they are. `search.beam_search` (plain) does the same, batched and with the cache.
+
+    With a list as `trace`, every step appends (ys, top, parent, token): the live prefixes
+    (beams, t) and the log P, row and token of their 2k best extensions, best first.
 
     Returns:
         up to `n_best` pairs (token ids, score), best first.
@@ -101,6 +105,8 @@ def simple_beam_search(
         total = (scores.unsqueeze(1) + log_probs).flatten()  # (beams·V,): every extension
         top, index = total.topk(min(2 * k, total.numel()))  # the 2k best, best first
         parent, token = index // log_probs.size(1), index % log_probs.size(1)
+        if trace is not None:
+            trace.append((ys, top, parent, token))
         lp = ((5 + t) / 6) ** alpha  # the length penalty of t generated tokens
         ends = (token == end_symbol) & top.isfinite()
         for j in ends[:k].nonzero().flatten().tolist():  # only an </s> among the k best
@@ -114,3 +120,37 @@ def simple_beam_search(
         if at_limit or len(finished) >= k or ys.size(0) == 0:
             break
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
+
+
+@torch.no_grad()
+def exhaustive_search(
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    max_len: int,
+    start_symbol: int,
+    end_symbol: int,
+    alpha: float = 0.6,
+) -> list[tuple[list[int], float]]:
+    """Every output of one sentence, src (1, S), scored log P / lp(|Y|), best first.
+
+    An output ends with `end_symbol` or is cut at `max_len` positions. There are about
+    V^(max_len - 1) of them: a check for a tiny vocabulary, not a search.
+    """
+    memory = model.encode(src, src_mask)  # (1, S, d_model)
+    outputs: list[tuple[list[int], float]] = []
+
+    def walk(ys: list[int], log_p: Tensor) -> None:  # every extension of the prefix ys
+        t = len(ys)  # tokens generated once ys is extended
+        prefix = torch.tensor([ys], device=src.device)  # (1, t)
+        out = model.decode(memory, src_mask, prefix, subsequent_mask(t, src.device))
+        totals = log_p + model.generator(out[:, -1])[0]  # (V,): log P of each extension
+        lp = ((5 + t) / 6) ** alpha
+        for token, total in enumerate(totals):
+            if token == end_symbol or t + 1 == max_len:
+                outputs.append(([*ys, token], float(total) / lp))
+            else:
+                walk([*ys, token], total)
+
+    walk([start_symbol], torch.zeros((), device=src.device))
+    return sorted(outputs, key=lambda pair: pair[1], reverse=True)

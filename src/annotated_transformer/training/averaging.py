@@ -26,12 +26,27 @@ from annotated_transformer.training.saved_run import SavedRun
 def average_state_dicts(
     states: Sequence[dict[str, Tensor]], names: Sequence[str] | None = None
 ) -> dict[str, Tensor]:
-    """The element-wise mean of state dicts with the same keys and shapes.
+    """The element-wise mean of state dicts with the same keys and shapes (§6.1).
 
     Floating-point tensors are summed in float64 and returned in their own dtype; other tensors
-    (counters, say) must be equal in every state and are kept. `names` label the states in errors
-    (default: "state 1", "state 2", ...).
+    (counters, say) must be equal in every state and are kept. `check_same_tensors` refuses
+    states that differ; `names` label them in its errors (default: "state 1", "state 2", ...).
     """
+    check_same_tensors(states, names)
+    averaged = {}
+    for key, value in states[0].items():
+        if value.is_floating_point():
+            total = sum(state[key].double() for state in states)  # in float64
+            averaged[key] = (total / len(states)).to(value.dtype)
+        else:
+            averaged[key] = value.clone()  # equal in every state: checked above
+    return averaged
+
+
+def check_same_tensors(
+    states: Sequence[dict[str, Tensor]], names: Sequence[str] | None = None
+) -> None:
+    """Refuse states that cannot be averaged, with a ValueError naming the first difference."""
     if not states:
         raise ValueError("nothing to average: no state dicts given")
     names = list(names) if names is not None else [f"state {i}" for i in range(1, len(states) + 1)]
@@ -51,17 +66,10 @@ def average_state_dicts(
                     f"{tuple(first[key].shape)} {first[key].dtype} in {first_name}: these are "
                     f"checkpoints of different models"
                 )
-    averaged = {}
-    for key, value in first.items():
-        if value.is_floating_point():
-            total = sum(state[key].double() for state in states)
-            averaged[key] = (total / len(states)).to(value.dtype)
-        else:
-            for state, name in zip(states[1:], names[1:], strict=True):
-                if not torch.equal(state[key], value):
-                    raise ValueError(f"{key} differs between {name} and {first_name}")
-            averaged[key] = value.clone()
-    return averaged
+    for state, name in zip(states[1:], names[1:], strict=True):
+        for key, value in first.items():
+            if not value.is_floating_point() and not torch.equal(state[key], value):
+                raise ValueError(f"{key} differs between {name} and {first_name}")
 
 
 def last_checkpoints(run_dir: str | os.PathLike[str], k: int) -> list[Path]:
