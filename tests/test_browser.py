@@ -264,3 +264,166 @@ def test_two_offline_charts_on_one_page_both_draw(browser) -> None:
     )
     page.close()
     assert errors == [] and left_machine == []
+
+
+# --- the chapter "Try it": the shipped model translating in the page -----------------------------
+
+TRYIT = "book/tryit.html"
+# Beyond test2016's captions: umlauts, ASCII symbols, digits, emoji (the tokenizer's byte fallback).
+TRYIT_HARD = [
+    "Ein Mädchen mit grünen Schuhen läuft über die Brücke.",
+    "Der Preis ist 5 + 3 = 8 $ und x < y > z ^ 2 | ~ 1.",
+    "Im Jahr 2017 spielten 11 Kinder auf 3 Feldern.",
+    "Ein Hund 🐕 spielt mit einem Ball ⚽ im Garten 🙂.",
+    "Über Äpfel, Öl und Süßes freut sich die ganze Familie.",
+]
+TWELVE_WORDS = "Zwei junge Männer mit Hüten spielen im Park mit einem braunen Hund."
+
+
+@pytest.fixture(scope="session")
+def tryit_expected(built_book: Path) -> dict[str, list]:
+    """The page's test sentences and Python's translations of them (beam 4, α 0.6, plain)."""
+    from annotated_transformer.data.multi30k import read_split
+    from annotated_transformer.decoding.batched import translate_ids
+    from annotated_transformer.translator import Translator
+
+    test = [de for de, en in read_split("test2016") if de.strip() and en.strip()][:50]
+    sentences = [*test, *TRYIT_HARD, TWELVE_WORDS]
+    translator = Translator.pretrained(device="cpu")
+    encoded, max_len = translator.encode(sentences), translator.config.model.max_len
+    pieces = translate_ids(translator.model, encoded, translator.tgt_vocab, max_len=max_len,
+                           beam_size=4, alpha=0.6)  # fmt: skip
+    texts = [translator.detokenize(p) for p in pieces]
+    assert texts == translator.translate(sentences)  # the same as Translator.translate
+    return {"sentences": sentences, "pieces": pieces, "texts": texts}
+
+
+def open_tryit(browser, url: str, allowed: tuple[str, ...]):
+    """The page at `url`, its model loaded; every request outside `allowed` is blocked and listed
+    in page.left_machine, every script error in page.errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.left_machine, page.errors = [], []
+
+    def route(route) -> None:
+        if route.request.url.startswith(allowed):
+            route.continue_()
+        else:
+            page.left_machine.append(route.request.url)
+            route.abort()
+
+    def report(text: str) -> None:
+        if not any(harmless in text for harmless in HARMLESS):
+            page.errors.append(text)
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda error: report(f"page error: {error}"))
+    page.on(
+        "console", lambda msg: report(f"console error: {msg.text}") if msg.type == "error" else None
+    )
+    page.goto(url, wait_until="load")
+    page.wait_for_function("() => window.TryIt && window.TryIt.ready", timeout=30_000)
+    page.evaluate("() => TryIt.ready.then(() => true)")
+    return page
+
+
+TRANSLATE_ALL = """async (sentences) => {
+  const page = await TryIt.ready;
+  const out = [];
+  for (const text of sentences) {
+    const r = await page.run(text, {beamSize: 4, alpha: 0.6});
+    out.push({pieces: r.nbest[0].pieces, text: r.text, ms: r.ms});
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("where", ["file", "server"])
+def test_tryit_translates_as_python_does(
+    browser, server: str, built_book: Path, tryit_expected: dict, where: str
+) -> None:
+    if where == "file":  # opened from the disk: no fetch, only scripts
+        page = open_tryit(browser, (built_book / TRYIT).as_uri(), ("file:", "data:", "blob:"))
+    else:
+        page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
+    got = page.evaluate(TRANSLATE_ALL, tryit_expected["sentences"])
+    differ = [
+        (sentence, want, one["pieces"])
+        for sentence, want, one in zip(tryit_expected["sentences"], tryit_expected["pieces"], got,
+                                       strict=True)
+        if one["pieces"] != want
+    ]  # fmt: skip
+    assert not differ, f"{len(differ)} of {len(got)} translations differ; the first: {differ[0]}"
+    assert [one["text"] for one in got] == tryit_expected["texts"]
+    print(f"\n{where}: {len(got)} sentences as Python translates them; the 12-word sentence took "
+          f"{got[-1]['ms']:.0f} ms, all {sum(one['ms'] for one in got) / 1000:.1f} s")  # fmt: skip
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []
+
+
+def test_tryit_draws_attention_and_refuses_bad_input(
+    browser, server: str, built_book: Path, tryit_expected: dict
+) -> None:
+    import torch
+
+    from annotated_transformer.evaluation.attention_maps import attention_maps
+    from annotated_transformer.translator import Translator
+
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
+    sizes = []
+    page.on("response", lambda response: sizes.append(len(response.body())))
+    page.reload(wait_until="load")  # again, counting every byte the page loads
+    page.wait_for_function("() => window.TryIt && window.TryIt.ready", timeout=30_000)
+    page.evaluate("() => TryIt.ready.then(() => true)")
+    print(f"\nthe page loads {len(sizes)} files, {sum(sizes) / 1e6:.1f} MB")
+    assert sum(sizes) < 40e6
+    status = page.locator(".tryit-status")
+
+    page.fill("textarea.tryit-input", TWELVE_WORDS)
+    page.click("button.tryit-go")
+    page.wait_for_function("() => /^Translated in/.test(document.querySelector('.tryit-status')"
+                           ".textContent)", timeout=60_000)  # fmt: skip
+    assert page.inner_text(".tryit-output") == tryit_expected["texts"][-1]
+    assert page.locator("table.tryit-nbest tr").count() == 1 + 4  # a header, 4 hypotheses
+
+    # The heatmap: a cell per output piece and source piece, the weights Python computes.
+    result = page.evaluate("""async (text) => { const r = await (await TryIt.ready).run(text,
+        {beamSize: 4, alpha: 0.6}); return {ids: r.nbest[0].ids, dims: r.cross.dims,
+        cross: Array.from(r.cross.data)}; }""", TWELVE_WORDS)  # fmt: skip
+    _, N, h, T, S = result["dims"]
+    assert page.locator("svg.tryit-heatmap rect").count() == T * S
+    widths = page.evaluate("() => [...document.querySelectorAll('svg.tryit-heatmap rect')]"
+                           ".map(r => r.getBBox().width)")  # fmt: skip
+    assert set(widths) == {21}  # each cell its own square (no stylesheet stretches them)
+    translator = Translator.pretrained(device="cpu")
+    src = translator.encode([TWELVE_WORDS])[0]
+    maps = attention_maps(translator.model, src, torch.tensor(result["ids"][:-1]))["cross"]
+    assert torch.allclose(torch.tensor(result["cross"]).view(N, h, T, S), maps, atol=1e-4)
+    first = page.locator("svg.tryit-heatmap rect").nth(0).get_attribute("fill")
+    page.select_option("div.tryit select >> nth=0", "2")  # layer 3
+    page.select_option("div.tryit select >> nth=1", "5")  # head 6
+    shown = page.locator("svg.tryit-heatmap rect").nth(0).get_attribute("fill")
+    weight = maps[2, 5, 0, 0].item()
+    assert shown != first and shown == f"rgba(31, 119, 180, {weight:.3f})"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "tryit.png"), full_page=True)
+
+    # Bad input: a message on the page, and the page goes on working.
+    for text, message in (("", "Nothing to translate"), (" \n ", "Nothing to translate"),
+                          ("Hund " * 500, "the model reads at most 255")):  # fmt: skip
+        page.fill("textarea.tryit-input", text)
+        page.click("button.tryit-go")
+        page.wait_for_function("() => document.querySelector('.tryit-status').classList"
+                               ".contains('tryit-error')", timeout=10_000)  # fmt: skip
+        assert message in status.inner_text()
+    page.fill("input[title='beam size']", "0")
+    page.click("button.tryit-go")
+    assert "beam size must be a whole number from 1 to 8" in status.inner_text()
+    page.fill("input[title='beam size']", "4")
+    page.click("button.tryit-example >> nth=0")
+    page.click("button.tryit-go")
+    page.wait_for_function("() => /^Translated in/.test(document.querySelector('.tryit-status')"
+                           ".textContent)", timeout=60_000)  # fmt: skip
+    assert page.inner_text(".tryit-output") == "A dog runs through the snow."
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []

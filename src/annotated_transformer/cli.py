@@ -504,6 +504,30 @@ def cmd_save_pretrained(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_onnx(args: argparse.Namespace) -> int:
+    """Write the model as two ONNX graphs (the encoder, one decoder step) with its tokenizer:
+    what the book's chapter "Try it" runs in the browser."""
+    missing = [
+        name for name in ("onnx", "onnxscript", "onnxruntime") if not importlib.util.find_spec(name)
+    ]
+    if missing:
+        raise OSError(f"export-onnx needs the packages {', '.join(missing)}: "
+                      f"pip install 'annotated-transformer[onnx]'")  # fmt: skip
+    from annotated_transformer.onnx_export import FILES, check_replaceable, export_onnx
+
+    out = Path(args.out)
+    check_replaceable(out)
+    _check_checkpoint(args.checkpoint)
+    translator = _translator(args)
+    if translator.bpe is None:
+        raise ValueError(f"{args.checkpoint}: export-onnx needs a run with the shared BPE "
+                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
+    export_onnx(translator.model, translator.bpe, out, origin=translator.origin)
+    for name in FILES:
+        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+    return 0
+
+
 def _our_attention_file(path: Path) -> bool:
     """Whether a file is one `attention` wrote (asked only of an existing file)."""
     from annotated_transformer.evaluation.attention_maps import is_attention_record
@@ -599,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     download.set_defaults(run=cmd_download)
     for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average,
-                _add_save_pretrained, _add_grid):  # fmt: skip
+                _add_save_pretrained, _add_export_onnx, _add_grid):  # fmt: skip
         add(commands)
     return parser
 
@@ -703,6 +727,17 @@ def _add_save_pretrained(commands: Commands) -> None:
     save.set_defaults(run=cmd_save_pretrained)
 
 
+def _add_export_onnx(commands: Commands) -> None:
+    about = "write the model as ONNX graphs (encoder, one decoder step) with its tokenizer"
+    export = commands.add_parser("export-onnx", help=about, description=about + ": what the "
+                                 "book's chapter 'Try it' runs in the browser.")  # fmt: skip
+    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
+                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
+    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
+                        "export did not write are not replaced)")  # fmt: skip
+    export.set_defaults(run=cmd_export_onnx, device="cpu")
+
+
 def _add_grid(commands: Commands) -> None:
     from annotated_transformer import variations  # without torch: it is imported when a run starts
 
@@ -758,7 +793,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
     if not getattr(args, "run", None):
         parser.print_usage(sys.stderr)
-        commands = "info, download, train, translate, evaluate, attention, average, save-pretrained"
+        commands = ("info, download, train, translate, evaluate, attention, average, "
+                    "save-pretrained, export-onnx")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     try:
         return args.run(args)

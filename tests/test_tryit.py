@@ -1,0 +1,156 @@
+"""The chapter "Try it": the ONNX export (`annotated_transformer.onnx_export`, `export-onnx`) and
+the page's JavaScript tokenizer (book/_static/tryit.js) run in Node against Python's.
+
+The page itself is tested in a real browser in tests/test_browser.py; the shipped model's export,
+its log-probabilities and its translations of 50 test2016 sentences are checked in the chapter.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from annotated_transformer import cli
+from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID
+from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
+from annotated_transformer.model.masks import padding_mask, subsequent_mask
+from annotated_transformer.model.transformer import ModelConfig, build_model
+from annotated_transformer.onnx_export import ABOUT, FILES, OnnxTransformer, export_onnx
+from annotated_transformer.pretrained import load_pretrained
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_SCRIPT = ROOT / "tests" / "tokenize_in_node.js"
+# Beyond the captions: umlauts, ß, ASCII symbols, digits, typographic quotes and dashes, characters
+# the vocabulary lacks (emoji, CJK: their UTF-8 bytes), spaces in a row, tabs and line breaks.
+HARD_TEXTS = [
+    "Ein Mädchen mit grünen Schuhen läuft über die Brücke.",
+    "Der Preis: 5 + 3 = 8 $, und x < y > z ^ 2 | ~ 1 # % & * @ [ ] { } \\ / _ ` '",
+    "Im Jahr 2017 spielten 11 Kinder auf 3,5 Feldern.",
+    "Ein Hund 🐕 spielt mit einem Ball ⚽ im Garten 🙂.",
+    "„Zitat“ – « Anführung » … 日本語 ÄÖÜ ẞ",
+    "  zwei  Leerzeichen  ",
+    "Tab\tund\nZeile",
+    "<s> </s> <unk> <pad>",
+    "",
+    "a",
+]
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail(
+            "Node.js is missing: tools/setup.sh and .ci/run install it (apt-get install nodejs)"
+        )
+    return found
+
+
+def run_node(tokenizer_json: str, texts: list[str], pieces: list[list[str]]) -> dict:
+    job = json.dumps({"tokenizer": tokenizer_json, "texts": texts, "pieces": pieces})
+    done = subprocess.run(
+        [node(), str(NODE_SCRIPT)], input=job, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_javascript_tokenizer_gives_pythons_pieces_on_every_val_sentence(data_dir: Path) -> None:
+    bpe = load_pretrained().bpe
+    pairs = read_split("val", data_dir)
+    texts = [de for de, _ in pairs] + [en for _, en in pairs] + HARD_TEXTS
+    want = bpe.pipe(texts)
+    got = run_node(bpe.to_json()["tokenizer"], texts, want)
+    wrong = [(text, p, j) for text, p, j in zip(texts, want, got["pieces"], strict=True) if p != j]
+    assert not wrong, f"{len(wrong)} of {len(texts)} texts differ; the first: {wrong[0]}"
+    # and back: the pieces spell the text again, as Python's detokenize says
+    spelled = [bpe.detokenize(p) for p in want]
+    assert got["texts"] == spelled
+    assert spelled[: len(pairs)] == [de for de, _ in pairs]
+
+
+def test_javascript_tokenizer_catches_a_wrong_merge_order() -> None:
+    """The Node check can fail: with the merges reversed, the pieces differ."""
+    bpe = load_pretrained().bpe
+    data = json.loads(bpe.to_json()["tokenizer"])
+    data["model"]["merges"] = data["model"]["merges"][::-1]
+    texts = ["Ein Hund rennt durch den Schnee.", "Zwei Männer spielen Fußball."]
+    got = run_node(json.dumps(data), texts, [])
+    assert got["pieces"] != bpe.pipe(texts)
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, Path]:
+    """A small untrained pre-norm model over the shipped vocabulary, exported."""
+    bpe = load_pretrained().bpe
+    torch.manual_seed(0)
+    n = len(bpe)
+    config = ModelConfig(src_vocab=n, tgt_vocab=n, N=2, d_model=32, d_ff=64, h=4, dropout=0.0,
+                         norm_first=True, max_len=64, share_embeddings=True)  # fmt: skip
+    model = build_model(config).eval()
+    with torch.no_grad():  # float16 weights, as export_onnx stores them
+        for parameter in model.parameters():
+            parameter.copy_(parameter.half().float())
+    folder = tmp_path_factory.mktemp("onnx")
+    about = export_onnx(model, bpe, folder, origin={"test": True})
+    assert about["N"] == 2 and about["h"] == 4 and about["max_len"] == 64
+    return model, folder
+
+
+def test_exported_graphs_give_pytorchs_log_probabilities(tiny_export) -> None:
+    model, folder = tiny_export
+    onnx_model = OnnxTransformer(folder)
+    src = torch.randint(4, 8000, (3, 9))
+    src[1, 6:] = 0  # padding
+    src_mask = padding_mask(src, 0)
+    ys = torch.randint(4, 8000, (3, 5))
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        want = model.generator(model.decode(memory, src_mask, ys, subsequent_mask(5)))[:, -1]
+    log_probs, cross = onnx_model.step(onnx_model.encode(src, src_mask), src_mask, ys)
+    assert log_probs.shape == (3, 8000) and cross.shape == (3, 2, 4, 5, 9)
+    assert torch.allclose(log_probs, want, atol=1e-4)
+    assert torch.allclose(cross.sum(-1), torch.ones(3, 2, 4, 5), atol=1e-5)
+    assert (cross[1, ..., 6:] == 0).all()  # no weight on padding
+
+
+def test_simple_searches_run_the_exported_graphs(tiny_export) -> None:
+    model, folder = tiny_export
+    onnx_model = OnnxTransformer(folder)
+    src = torch.tensor([[17, 300, 45, 2]])
+    mask = padding_mask(src, 0)
+    for search in (
+        lambda m: simple_greedy_decode(m, src, mask, 12, BOS_ID, EOS_ID)[0].tolist(),
+        lambda m: simple_beam_search(m, src, mask, 12, BOS_ID, EOS_ID, 4, 0.6)[0][0],
+    ):
+        assert search(onnx_model) == search(model)
+
+
+def test_export_replaces_its_own_files_only(tiny_export, tmp_path: Path) -> None:
+    model, folder = tiny_export
+    about = json.loads((folder / ABOUT).read_text())
+    assert about["format"] == "annotated-transformer onnx export"
+    again = export_onnx(model, load_pretrained().bpe, folder)  # its own files: replaced
+    assert again["N"] == 2 and sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="not an ONNX export's"):
+        export_onnx(model, load_pretrained().bpe, tmp_path)
+    assert (tmp_path / "tokenizer.json").read_text() == "{}"
+
+
+def test_export_onnx_without_the_onnx_packages_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name: None if name == "onnxscript" else real(name))  # fmt: skip
+    status = cli.main(["export-onnx", "--out", str(tmp_path / "web")])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(error) == 1
+    assert "needs the packages onnxscript" in error[0] and "annotated-transformer[onnx]" in error[0]
+    assert not (tmp_path / "web").exists()
