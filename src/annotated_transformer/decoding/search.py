@@ -111,7 +111,7 @@ def greedy_decode(
     return out[:, :length]
 
 
-# From book/decoding.ipynb, "Decoding" › "Beam search".
+# From book/decoding.ipynb, "Decoding" › "Beam search, batched and cached".
 NONE, OWN = -2, -1  # a greedy lane that has ended (or none), or one on a row of its own
 
 

@@ -64,7 +64,7 @@ def simple_greedy_decode(
     return ys
 
 
-# From book/decoding.ipynb, "Decoding" › "Beam search".
+# From book/decoding.ipynb, "Decoding" › "Beam search, the paper's way".
 @torch.no_grad()
 def simple_beam_search(
     model: nn.Module,
@@ -122,6 +122,7 @@ def simple_beam_search(
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
 
 
+# From book/decoding.ipynb, "Decoding" › "Beam search, batched and cached".
 @torch.no_grad()
 def exhaustive_search(
     model: nn.Module,
