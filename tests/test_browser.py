@@ -416,6 +416,7 @@ def test_tryit_draws_attention_and_refuses_bad_input(
         page.wait_for_function("() => document.querySelector('.tryit-status').classList"
                                ".contains('tryit-error')", timeout=10_000)  # fmt: skip
         assert message in status.inner_text()
+        assert page.inner_text(".tryit-output") == ""  # no stale translation beside the message
     page.fill("input[title='beam size']", "0")
     page.click("button.tryit-go")
     assert "beam size must be a whole number from 1 to 8" in status.inner_text()

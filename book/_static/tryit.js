@@ -315,7 +315,8 @@
   }
 
   // The attention of one layer and head as an SVG grid: a row per output piece, a column per
-  // source piece, darker for more weight; hovering a row's label highlights the row.
+  // source piece, darker for more weight; hovering a row highlights it (book.css), and each
+  // cell's title gives its weight.
   function heatmap(result, layer, head) {
     const [h, T, S] = result.cross.dims.slice(2); // (1, N, h, T, S)
     const cell = 22;
@@ -336,7 +337,7 @@
     const label = (piece) => piece.replaceAll(SPACE, "_");
     result.srcPieces.forEach((piece, j) => {
       const x = left + j * cell + cell / 2;
-      add("text", { x, y: top - 6, transform: `rotate(-60 ${x} ${top - 6})`, class: "src" },
+      add("text", { x, y: top - 6, transform: `rotate(-60 ${x} ${top - 6})` },
         label(piece)); // prettier-ignore
     });
     const offset = ((layer * h + head) * T) * S; // cross[0, layer, head]: (T, S)
@@ -423,6 +424,7 @@
         return result;
       } catch (error) {
         status(error instanceof InputError ? error.message : `Error: ${error.message}`, true);
+        for (const shown of [parts.output, parts.nbest, parts.map]) shown.replaceChildren();
         throw error;
       } finally {
         parts.go.disabled = false;
