@@ -199,6 +199,13 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
     )
     assert broken == [], f"{page_path}: images that did not load: {broken}"
 
+    # Tables: what a cell displays as a Markdown table is a table, not a paragraph of pipes.
+    unparsed = page.evaluate(
+        "() => [...document.querySelectorAll('p')].map(p => p.textContent.trim())"
+        ".filter(text => text.startsWith('| ')).map(text => text.slice(0, 60))"
+    )
+    assert unparsed == [], f"{page_path}: Markdown tables left unparsed: {unparsed}"
+
     # Code fits the page: at this width no code block scrolls sideways. The chapters' lines are at
     # most 100 columns (ruff's line-length) and book/_static/book.css makes 100 columns fit;
     # what a cell prints wraps. Each offender: its widths and its longest line.
