@@ -207,7 +207,6 @@ class OnnxTransformer:
         import onnxruntime
 
         folder = Path(folder)
-        self.about = json.loads((folder / ABOUT).read_text(encoding="utf-8"))
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only
         self.encoder, self.decoder = (
