@@ -7,15 +7,20 @@ its log-probabilities and its translations of 50 test2016 sentences are checked 
 
 from __future__ import annotations
 
+import copy
+import errno
 import json
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
-from annotated_transformer import cli
+from annotated_transformer import cli, onnx_export
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID
 from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
@@ -23,6 +28,7 @@ from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.onnx_export import ABOUT, FILES, OnnxTransformer, export_onnx
 from annotated_transformer.pretrained import load_pretrained
+from annotated_transformer.util.atomic import WriteFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = ROOT / "tests" / "tokenize_in_node.js"
@@ -95,6 +101,7 @@ def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Modu
     folder = tmp_path_factory.mktemp("onnx")
     about = export_onnx(model, bpe, folder, origin={"test": True})
     assert about["N"] == 2 and about["h"] == 4 and about["max_len"] == 64
+    assert about["extra_length"] == 50  # §6.1: "input length + 50"
     return model, folder
 
 
@@ -137,6 +144,35 @@ def test_export_replaces_its_own_files_only(tiny_export, tmp_path: Path) -> None
     with pytest.raises(FileExistsError, match="not an ONNX export's"):
         export_onnx(model, load_pretrained().bpe, tmp_path)
     assert (tmp_path / "tokenizer.json").read_text() == "{}"
+
+
+def test_a_failed_write_leaves_the_earlier_export_whole(
+    tiny_export, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while decoder.onnx is written: encoder.onnx, tokenizer.json and export.json
+    must still be the earlier export's (no folder that mixes two models), and no temporary file
+    is left."""
+    model, folder = tiny_export
+    web = tmp_path / "web"
+    shutil.copytree(folder, web)
+    before = {path.name: path.read_bytes() for path in web.iterdir()}
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.mul_(0.5)  # another model: every graph's bytes differ
+    real = onnx_export.atomic_write
+
+    @contextmanager
+    def disk_full_at_the_decoder(path: Path, mode: str = "wb") -> Iterator:
+        with real(path, mode) as file:
+            if Path(path).name == "decoder.onnx":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            yield file
+
+    monkeypatch.setattr(onnx_export, "atomic_write", disk_full_at_the_decoder)
+    with pytest.raises(WriteFailed, match=r"decoder\.onnx: No space left on device"):
+        export_onnx(other, load_pretrained().bpe, web, origin={"test": "other"})
+    assert {path.name: path.read_bytes() for path in web.iterdir()} == before
 
 
 def test_export_onnx_without_the_onnx_packages_says_what_to_install(

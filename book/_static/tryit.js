@@ -243,9 +243,10 @@
     return best;
   }
 
-  // §6.1: "maximum output length ... input length + 50", and never past the model's max_len.
-  function outputLimit(srcLength, maxLen) {
-    return Math.min(srcLength + 1 + 50, maxLen);
+  // §6.1: "maximum output length ... input length + 50" (export.json's extra_length), and never
+  // past the model's max_len; the limit counts <s>.
+  function outputLimit(srcLength, about) {
+    return Math.min(srcLength + 1 + about.extra_length, about.max_len);
   }
 
   // ---- 5. The page ------------------------------------------------------------------------------
@@ -275,7 +276,7 @@
     ort.env.wasm.wasmPaths = { mjs: glueUrl };
     const text = async (name) => new TextDecoder().decode(await assetBytes(name));
     const tokenizer = new Tokenizer(await text("tokenizer.json"));
-    const about = JSON.parse(await text("export.json")); // max_len, N, h, the model's origin
+    const about = JSON.parse(await text("export.json")); // max_len, extra_length, N, h, origin
     const encoder = await assetBytes("encoder.onnx");
     const model = await Model.load(ort, encoder, await assetBytes("decoder.onnx"));
     return { tokenizer, model, about };
@@ -293,7 +294,7 @@
         `${about.max_len - 1}. Try a shorter one.`); // prettier-ignore
     }
     const started = performance.now();
-    const maxLen = outputLimit(srcIds.length, about.max_len);
+    const maxLen = outputLimit(srcIds.length, about);
     const found = await beamSearch(model, srcIds, { beamSize, alpha, maxLen, onStep });
     const ms = performance.now() - started;
     const nbest = found.map(({ ids, score }) => {

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import warnings
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.data.bpe import BPETokenizer
+from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util.atomic import atomic_write
 
@@ -154,8 +156,10 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
     """Write encoder.onnx, decoder.onnx, tokenizer.json and export.json into `folder`.
 
     `model` (an `EncoderDecoder` with one shared BPE vocabulary) is exported with its weights
-    rounded to float16 (the shipped model's already are). Each file is written whole, and
-    export.json last; files that another program wrote are never replaced. Returns export.json.
+    rounded to float16 (the shipped model's already are). The four files are written to
+    temporary files first and renamed into place together, export.json last, so a failed write
+    changes none of them; files that another program wrote are never replaced. Returns
+    export.json's settings.
     """
     folder = Path(folder)
     check_replaceable(folder)
@@ -176,20 +180,19 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
         DECODER: to_onnx(DecoderStepGraph(model), (memory, src_mask, ys), step,
                          ["log_probs", "cross"], max_len),
     }  # fmt: skip
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, proto in graphs.items():
-        float16_weights(proto)
-        with atomic_write(folder / name) as file:
-            file.write(proto.SerializeToString())
-    with atomic_write(folder / TOKENIZER, "w") as file:
-        file.write(bpe.to_json()["tokenizer"])
     layer = model.decoder.layers[0]
     about = {"format": FORMAT, "version": 1, "opset": OPSET, "max_len": max_len,
-             "N": len(model.decoder.layers), "h": layer.src_attn.h, "vocab": len(bpe),
-             "origin": origin or {}}  # fmt: skip
-    with atomic_write(folder / ABOUT, "w") as file:
-        json.dump(about, file, indent=1)
-        file.write("\n")
+             "extra_length": EXTRA_LENGTH, "N": len(model.decoder.layers), "h": layer.src_attn.h,
+             "vocab": len(bpe), "origin": origin or {}}  # fmt: skip
+    files = {ABOUT: (json.dumps(about, indent=1) + "\n").encode(),
+             TOKENIZER: bpe.to_json()["tokenizer"].encode()}  # fmt: skip
+    for name, proto in graphs.items():
+        float16_weights(proto)
+        files[name] = proto.SerializeToString()
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as renames:  # each rename waits for the end; they run in reverse order
+        for name, data in files.items():
+            renames.enter_context(atomic_write(folder / name)).write(data)
     return about
 
 
