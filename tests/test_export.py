@@ -295,6 +295,38 @@ def test_a_folded_method_keeps_its_strings_and_comments(project: Path) -> None:
     assert imported.stdout.strip() == repr("first\n  second\nthird")  # not indented
 
 
+def test_imports_of_later_cells_move_to_the_top_of_the_module(project: Path) -> None:
+    """A chapter imports where a step needs it; its module imports at the top, sorted and merged,
+    and a method added to a class of the first cell still lands in that class."""
+    write_chapter(
+        project,
+        "# default_exp annotated_transformer.steps",
+        '# export\n"""Steps."""\n\nimport math\n\n\nclass K:\n    r = 2.0',
+        Prose("## A later step"),
+        "# export\nimport json\nfrom pathlib import Path\nimport math\n\n"  # math again: merged
+        "LIMIT = 3  # stays here\n\n\ndef save(path: Path) -> None:\n"
+        "    path.write_text(json.dumps(math.pi))",
+        "# export\n@add_to_class(K)\ndef area(self) -> float:\n    return math.pi * self.r**2",
+    )
+    write_chapter(project, "# export annotated_transformer.other\nx = 1", name="more")
+    result = run(project)
+    assert result.returncode == 0, result.stderr
+    text = (project / "src/annotated_transformer/steps.py").read_text()
+    top = text[: text.index("class K")]
+    assert '"""Steps."""\n\nimport json\nimport math\nfrom pathlib import Path\n' in top
+    assert text.count("import") == 3  # json, math (once), Path
+    assert "LIMIT = 3  # stays here" in text and text.index("class K") < text.index("LIMIT")
+    lint = [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "E,F,I"]
+    ruff = subprocess.run([*lint, "src"], cwd=project, capture_output=True, text=True)
+    assert ruff.returncode == 0, ruff.stdout
+    code = "from annotated_transformer.steps import K; print(round(K().area(), 4))"
+    imported = subprocess.run(
+        [sys.executable, "-c", code], cwd=project / "src", capture_output=True, text=True
+    )
+    assert imported.stdout.strip() == "12.5664", imported.stderr  # the method is in class K
+    assert run(project, "--check").returncode == 0  # the same bytes again
+
+
 CLASS = "# export annotated_transformer.a\nclass K:\n    pass"
 
 

@@ -36,7 +36,10 @@ stops the exporter before it writes anything: exit 2, with a message naming the 
 cell.
 
 A generated module starts with a header naming its notebooks; its cells keep their order and are
-separated by two blank lines, so the output is byte-identical each time. Each piece of code is
+separated by two blank lines, so the output is byte-identical each time. Only imports move: a
+chapter imports where the reader meets a step, a module imports at its top, so the top-level
+imports of a module's later cells join the first cell's, merged and ordered by ruff's isort rules
+(`ruff check --select I --fix`, which the exporter runs for such a module). Each piece of code is
 preceded by a marker saying where it comes from, whenever that differs from the piece before:
 
     # From book/attention.ipynb, "Attention" › "Multi-head attention".
@@ -57,10 +60,11 @@ import ast
 import io
 import json
 import re
+import subprocess
 import sys
 import textwrap
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -536,20 +540,90 @@ def render_block(
     return "\n".join(out), previous
 
 
-def render(cells: list[ExportCell]) -> str:
-    """The text of one generated module."""
+def top_level_imports(source: str) -> list[ast.stmt]:
+    return [n for n in ast.parse(source).body if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+def without_lines(source: str, drop: set[int]) -> str:
+    """`source` without the lines numbered in `drop`, and with at most two blank lines in a row."""
+    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in drop]
+    text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(kept))
+    return text.strip("\n")
+
+
+def hoist_imports(cells: list[ExportCell]) -> tuple[list[ExportCell], bool]:
+    """Move the top-level imports of a module's later cells into its first cell's imports.
+
+    A chapter imports what a step needs where the reader meets that step; a module imports at the
+    top. The moved lines go after the first cell's last top-level import (or its docstring), and
+    `sort_imports` merges and orders the block. Returns the cells and whether any line moved.
+    """
+    first = next((index for index, cell in enumerate(cells) if not cell.methods), None)
+    if first is None:  # only methods: `fold` names the missing class
+        return cells, False
+    moved: list[str] = []
+    result = list(cells)
+    for index in range(first + 1, len(cells)):
+        cell = cells[index]
+        if cell.methods:
+            continue
+        drop: set[int] = set()
+        for node in top_level_imports(cell.source):
+            lines = cell.source.splitlines()[node.lineno - 1 : node.end_lineno]
+            moved += lines
+            drop.update(range(node.lineno, node.end_lineno + 1))
+        if drop:
+            result[index] = replace(cell, source=without_lines(cell.source, drop))
+    result = [cell for cell in result if cell.methods or cell.source.strip()]
+    if not moved:
+        return cells, False
+    head = cells[first]
+    tree = ast.parse(head.source)
+    imports = top_level_imports(head.source)
+    docstring = tree.body[:1] if ast.get_docstring(tree) is not None else []
+    after = (imports or docstring)[-1].end_lineno if (imports or docstring) else 0
+    lines = head.source.splitlines()
+    gap = [] if imports else [""] * bool(after)  # a blank line after a docstring
+    lines[after:after] = gap + moved + ([""] if not imports else [])
+    result[result.index(head)] = replace(head, source="\n".join(lines))
+    return result, True
+
+
+def sort_imports(text: str, at: str) -> str:
+    """Merge and order the import block as ruff's isort rules do (`ruff check --select I`)."""
+    first_party = f"lint.isort.known-first-party=['{PACKAGE}']"
+    command = [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "I", "--fix",
+               "--line-length", str(LINE_LENGTH), "--config", first_party,
+               "--stdin-filename", at, "-"]  # fmt: skip
+    try:
+        done = subprocess.run(command, input=text, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise ExportError(f"{at}: cannot run ruff to order the imports: {error}") from None
+    if done.returncode != 0 or not done.stdout:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ExportError(
+            f"{at}: ruff could not order the imports ({reason}); "
+            "install the development tools: pip install -e '.[dev]'"
+        )
+    return done.stdout
+
+
+def render(cells: list[ExportCell], at: str = "module.py") -> str:
+    """The text of one generated module (`at`: its path, for messages)."""
     notebooks = list(dict.fromkeys(cell.notebook for cell in cells))
     header = [
         f"{HEADER_MARK}{', '.join(notebooks)}.",
         "# Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.",
     ]
+    cells, hoisted = hoist_imports(cells)
     inserts = fold(cells)
     blocks, previous = [], None
     for index, cell in enumerate(cells):
         if not cell.methods:  # an `@add_to_class` cell lives in its classes' bodies
             block, previous = render_block(cell, inserts.get(index, {}), previous)
             blocks.append(block)
-    return "\n".join(header) + "\n\n" + "\n\n\n".join(blocks) + "\n"
+    text = "\n".join(header) + "\n\n" + "\n\n\n".join(blocks) + "\n"
+    return sort_imports(text, at) if hoisted else text
 
 
 def plan(root: Path) -> dict[Path, str]:
@@ -589,7 +663,7 @@ def plan(root: Path) -> dict[Path, str]:
                 f"{where(owner, cells[0].cell)}: {path.relative_to(root)} is hand-written "
                 "(it has no generated header); the exporter will not overwrite it"
             )
-        expected[path] = render(cells)
+        expected[path] = render(cells, str(path.relative_to(root)))
     return expected
 
 

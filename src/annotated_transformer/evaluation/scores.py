@@ -13,17 +13,6 @@ device, the time taken and every score with its sacreBLEU signature, so that any
 hypotheses.
 """
 
-
-def bleu(hypotheses: list[str], references: list[str]):  # -> sacrebleu's BLEUScore
-    """sacreBLEU's corpus BLEU (13a tokenization, cased) of detokenized text: a `BLEUScore`."""
-    from sacrebleu.metrics import BLEU
-
-    return BLEU().corpus_score(list(hypotheses), [list(references)])
-
-
-# From book/results.ipynb, "Results" › "Scoring".
-# The module begins in "A real-world example" (`bleu`); its imports continue here.
-
 import hashlib
 import json
 import os
@@ -38,6 +27,15 @@ from typing import Any
 from annotated_transformer.data.multi30k import SPLITS, fetch, file_name, read_split
 from annotated_transformer.util.atomic import atomic_write
 
+
+def bleu(hypotheses: list[str], references: list[str]):  # -> sacrebleu's BLEUScore
+    """sacreBLEU's corpus BLEU (13a tokenization, cased) of detokenized text: a `BLEUScore`."""
+    from sacrebleu.metrics import BLEU
+
+    return BLEU().corpus_score(list(hypotheses), [list(references)])
+
+
+# From book/results.ipynb, "Results" › "Scoring".
 EVAL_SPLITS = tuple(name for name in SPLITS if name != "train")  # val, test2016, ...
 
 

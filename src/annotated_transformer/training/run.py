@@ -15,16 +15,27 @@ run reads BPE pieces), `run.json` (the command, versions and device), `metrics.j
 object per line) and `checkpoint-STEP.pt` files.
 """
 
+import fnmatch
+import json
 import os
+import platform
+import signal
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
+from annotated_transformer import __version__
 from annotated_transformer.data import multi30k
+from annotated_transformer.data.bpe import FORMAT as BPE_FORMAT
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.corpus import (
     EncodedSplit,
@@ -32,8 +43,44 @@ from annotated_transformer.data.corpus import (
     encode_split,
     tokenize_split,
 )
-from annotated_transformer.data.vocab import Tokenizer, Vocab
-from annotated_transformer.training.presets import TrainConfig
+from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.data.vocab import FORMAT as VOCAB_FORMAT
+from annotated_transformer.data.vocab import PAD_ID, Tokenizer, Vocab
+from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.evaluation.scores import bleu
+from annotated_transformer.model.transformer import build_model
+from annotated_transformer.training.checkpoints import (
+    NAME,
+    checkpoint_path,
+    list_checkpoints,
+    prune_checkpoints,
+)
+from annotated_transformer.training.distributed import (
+    Processes,
+    any_process,
+    gather,
+    init_processes,
+)
+from annotated_transformer.training.distributed import shutdown as leave_processes
+from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import (
+    StepResult,
+    TrainState,
+    evaluate,
+    groups_of,
+    train_step,
+)
+from annotated_transformer.training.presets import FROM_THE_DATA, TrainConfig
+from annotated_transformer.training.saved_run import SavedRun
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.util.atomic import (
+    TEMPORARY,
+    WriteFailed,
+    atomic_write,
+    remove_temporaries,
+)
+from annotated_transformer.util.device import describe_device
 
 
 @dataclass
@@ -93,10 +140,6 @@ def prepare_data(
     return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
 
 
-import signal
-import threading
-
-
 class StopRequests:
     """While in use, SIGINT and SIGTERM are recorded, so that the loop can save and stop.
 
@@ -123,11 +166,6 @@ class StopRequests:
         if self.caught and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.caught.append(signum)
-
-
-import json
-
-from annotated_transformer.util.atomic import WriteFailed, atomic_write
 
 
 class MetricsLog:
@@ -176,11 +214,6 @@ def append_line(path: Path, line: str) -> None:
         ) from error
 
 
-import fnmatch
-
-from annotated_transformer.training.checkpoints import NAME
-from annotated_transformer.util.atomic import TEMPORARY
-
 # What the trainer writes into a run folder, besides its checkpoints
 RUN_FILES = ("config.json", "src_vocab.json", "tgt_vocab.json", "bpe.json", "run.json",
              "metrics.jsonl")  # fmt: skip
@@ -206,13 +239,6 @@ def check_run_folder(run_dir: Path) -> None:
             f"{run_dir} is not a run folder (no checkpoint, config.json or run.json of the "
             f"trainer) and holds other files ({listed}): choose a new or empty folder for --out"
         )
-
-
-import tempfile
-
-from annotated_transformer.data.bpe import FORMAT as BPE_FORMAT
-from annotated_transformer.data.vocab import FORMAT as VOCAB_FORMAT
-from annotated_transformer.training.presets import FROM_THE_DATA
 
 
 def trainer_wrote(path: Path) -> bool:
@@ -247,12 +273,6 @@ def check_writable(run_dir: Path) -> None:
             f"{run_dir}: cannot write the run there ({error.strerror or error}); "
             f"choose another --out"
         ) from None
-
-
-from annotated_transformer.data.sampler import TokenBudgetBatchSampler
-from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.evaluation.scores import bleu
-from annotated_transformer.training.loop import evaluate
 
 
 @dataclass
@@ -299,10 +319,6 @@ def set_rng_state(state: dict, device: torch.device) -> None:
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "The state of a run".
-from annotated_transformer.training.distributed import Processes
-from annotated_transformer.training.loop import StepResult, TrainState
-
-
 @dataclass
 class Run:
     """A run in progress: what `set_up` built, and where training stands. The steps of the run
@@ -383,9 +399,6 @@ def set_up(
     return run
 
 
-from annotated_transformer.training.checkpoints import list_checkpoints
-from annotated_transformer.training.saved_run import SavedRun
-
 RESUMABLE = ("optimizer", "scheduler", "train_state", "epoch", "epoch_step", "elapsed", "rng")
 
 
@@ -415,13 +428,6 @@ def _resume_from(run_dir: Path, config: TrainConfig, resume: bool) -> SavedRun |
             f"(checkpoint vs now): {'; '.join(differences)}"
         )
     return saved
-
-
-import platform
-import sys
-
-from annotated_transformer import __version__
-from annotated_transformer.util.device import describe_device
 
 
 def report_data(data: RunData, say: Callable[[str], None]) -> None:
@@ -456,15 +462,6 @@ def write_run_files(run_dir: Path, config: TrainConfig, data: RunData, procs: Pr
     }
     with atomic_write(run_dir / "run.json", "w") as file:
         json.dump(about, file, indent=2)
-
-
-from torch.nn.parallel import DistributedDataParallel
-
-from annotated_transformer.data.vocab import PAD_ID
-from annotated_transformer.model.transformer import build_model
-from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
-from annotated_transformer.training.label_smoothing import LabelSmoothing
-from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 
 
 def build(config: TrainConfig, data: RunData, device: torch.device) -> tuple:
@@ -513,12 +510,6 @@ def wrap(model: nn.Module, config: TrainConfig, procs: Processes) -> nn.Module:
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "One epoch".
-from tqdm import tqdm
-
-from annotated_transformer.training.distributed import any_process
-from annotated_transformer.training.loop import groups_of, train_step
-
-
 def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
     """Train on what is left of the current epoch, or up to the last step. After every step all
     processes agree whether to save (a step or a time that is due, or a signal) and whether to
@@ -570,12 +561,6 @@ def log_window(run: Run, lr: float, bar: tqdm) -> None:
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Validating and saving".
-from dataclasses import asdict
-
-from annotated_transformer.training.checkpoints import checkpoint_path, prune_checkpoints
-from annotated_transformer.training.distributed import gather
-
-
 def validate_run(run: Run) -> None:
     """Validation, on rank 0 (the others wait for it at the next step's exchange)."""
     if not run.procs.main:
@@ -629,11 +614,6 @@ def stopped(run: Run, signum: int, say: Callable[[str], None]) -> Outcome:
     say(f"stopped by {signal.Signals(signum).name} at step {run.state.step}; "
         f"saved {run.checkpoint}; continue with --resume")  # fmt: skip
     return Outcome(run.state.step, run.checkpoint, signum, run.val_loss, run.val_bleu, run.model)
-
-
-from annotated_transformer.training.distributed import init_processes
-from annotated_transformer.training.distributed import shutdown as leave_processes
-from annotated_transformer.util.atomic import remove_temporaries
 
 
 def train(
