@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -325,6 +326,33 @@ def test_imports_of_later_cells_move_to_the_top_of_the_module(project: Path) -> 
     )
     assert imported.stdout.strip() == "12.5664", imported.stderr  # the method is in class K
     assert run(project, "--check").returncode == 0  # the same bytes again
+
+
+def test_without_ruff_the_export_stops_with_one_line_and_writes_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    write_chapter(
+        project,
+        "# default_exp annotated_transformer.steps",
+        '# export\n"""Steps."""\n\nimport math',
+        "# export\nimport json\n\nX = json.dumps(math.pi)",
+    )
+    write_chapter(project, "# export annotated_transformer.other\nx = 1", name="more")
+    spec = importlib.util.spec_from_file_location("export_under_test", EXPORT)
+    exporter = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "export_under_test", exporter)  # for its dataclasses
+    spec.loader.exec_module(exporter)
+    missing = subprocess.CompletedProcess([], 1, "", "/usr/bin/python: No module named ruff\n")
+    monkeypatch.setattr(exporter.subprocess, "run", lambda *args, **kwargs: missing)
+    before = sorted(project.rglob("*"))
+    assert exporter.main(["--root", str(project)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [
+        "export.py: error: src/annotated_transformer/steps.py: ruff could not order the imports "
+        "(/usr/bin/python: No module named ruff); install the pinned tools: "
+        "pip install -r requirements.txt"
+    ]
+    assert sorted(project.rglob("*")) == before
 
 
 CLASS = "# export annotated_transformer.a\nclass K:\n    pass"

@@ -603,7 +603,7 @@ def sort_imports(text: str, at: str) -> str:
         reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ExportError(
             f"{at}: ruff could not order the imports ({reason}); "
-            "install the development tools: pip install -e '.[dev]'"
+            "install the pinned tools: pip install -r requirements.txt"
         )
     return done.stdout
 
