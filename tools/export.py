@@ -608,7 +608,7 @@ def sort_imports(text: str, at: str) -> str:
     return done.stdout
 
 
-def render(cells: list[ExportCell], at: str = "module.py") -> str:
+def render(cells: list[ExportCell], at: str) -> str:
     """The text of one generated module (`at`: its path, for messages)."""
     notebooks = list(dict.fromkeys(cell.notebook for cell in cells))
     header = [
