@@ -111,7 +111,11 @@ def enable_crisp_matplotlib() -> None:
 
 
 def setup_chapter(seed: int | None = 0) -> Profile:
-    """Prepare a chapter: offline charts, crisp figures, seeded generators. Returns the profile."""
+    """Prepare a chapter: offline charts, crisp figures, seeded generators. Returns the profile.
+
+    It prints nothing: the introduction prints the profile once (`profile.describe()`), and a
+    chapter's first output is its own.
+    """
     import warnings
 
     enable_offline_altair()
@@ -126,9 +130,7 @@ def setup_chapter(seed: int | None = 0) -> Profile:
 
         random.seed(seed)
         torch.manual_seed(seed)
-    profile = current_profile()
-    print(profile.describe())
-    return profile
+    return current_profile()
 
 
 def markdown_table(rows: list[dict[str, Any]]):  # -> IPython.display.Markdown
