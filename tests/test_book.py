@@ -50,6 +50,68 @@ def test_table_of_contents_lists_every_chapter_and_only_existing_ones() -> None:
     assert not orphans, f"notebooks in book/ missing from _toc.yml: {orphans}"
 
 
+# The reading path: the chapters from the introduction to "Try it" (issue 30). On it a reader meets
+# the paper's ideas; the package's guard rails live in collapsed cells, Part V and the appendices.
+READING_PATH_END = "book/tryit"
+HIDDEN = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
+MAX_PATH_LINES, MAX_CHAPTER_LINES, MAX_PATH_WORDS = 4000, 450, 24000
+
+
+def reading_path() -> list[Path]:
+    entries = export.toc_files(ROOT)
+    path = entries[: entries.index(READING_PATH_END) + 1]
+    return [ROOT / f"{entry}.ipynb" for entry in path if (ROOT / f"{entry}.ipynb").exists()]
+
+
+def shown(path: Path) -> tuple[int, int]:
+    """Visible code lines (blank ones included) and prose words of a chapter."""
+    lines = words = 0
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            words += len(cell.source.split())
+        elif cell.cell_type == "code" and not HIDDEN & set(cell.metadata.get("tags", [])):
+            lines += len(cell.source.split("\n"))
+    return lines, words
+
+
+def test_the_reading_path_shows_the_paper_not_the_plumbing() -> None:
+    counts = {path.stem: shown(path) for path in reading_path()}
+    print(
+        "\n".join(
+            f"{name:14} {lines:5} lines {words:6} words" for name, (lines, words) in counts.items()
+        )
+    )
+    assert len(counts) >= 15 and "engineering" not in counts and "performance" not in counts
+    too_long = {name: lines for name, (lines, _) in counts.items() if lines > MAX_CHAPTER_LINES}
+    assert not too_long, f"chapters showing more than {MAX_CHAPTER_LINES} lines of code: {too_long}"
+    assert sum(lines for lines, _ in counts.values()) <= MAX_PATH_LINES
+    assert sum(words for _, words in counts.values()) <= MAX_PATH_WORDS
+
+
+STUDIED = {  # the definitions a reader studies stay on the page, in their chapters
+    "attention": ["def attention(", "class MultiHeadedAttention", "def subsequent_mask("],
+    "embeddings": ["class PositionwiseFeedForward", "class Embeddings", "def sinusoidal_table("],
+    "optimizer": ["def rate("],
+    "regularization": ["def smoothed_targets(", "class LabelSmoothing"],
+    "training_loop": ["def simple_train_epoch("],
+    "first_example": ["def simple_greedy_decode("],
+    "bpe": ["class BPETokenizer"],
+    "decoding": ["def simple_beam_search("],
+}
+
+
+@pytest.mark.parametrize("chapter", sorted(STUDIED))
+def test_the_definitions_a_reader_studies_stay_visible(chapter: str) -> None:
+    cells = nbformat.read(ROOT / "book" / f"{chapter}.ipynb", as_version=4).cells
+    visible = "\n".join(
+        cell.source
+        for cell in cells
+        if cell.cell_type == "code" and not HIDDEN & set(cell.metadata.get("tags", []))
+    )
+    missing = [name for name in STUDIED[chapter] if name not in visible]
+    assert not missing, f"book/{chapter}.ipynb: {missing} collapsed or gone"
+
+
 def test_ruff_lint_and_format() -> None:
     targets = ["src", "tests", "tools", "book", "benchmarks"]
     lint = subprocess.run(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import export
 import nbformat
 import pytest
 
@@ -542,3 +543,27 @@ def test_missing_and_broken_notebooks_are_named(project: Path) -> None:
 def test_the_repository_is_in_sync_with_its_chapters() -> None:
     result = run(ROOT, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_header_naming_many_chapters_wraps_to_the_line_length() -> None:
+    cells = [
+        export.ExportCell(
+            notebook=f"book/a_rather_long_chapter_name_{n}.ipynb",
+            cell=1,
+            module="annotated_transformer.many",
+            append=n > 0,
+            source=f"X{n} = {n}\n",
+            origin=export.Origin(f"book/a_rather_long_chapter_name_{n}.ipynb", None, None),
+        )
+        for n in range(3)
+    ]
+    lines = export.render(cells, "src/annotated_transformer/many.py").splitlines()
+    header = lines[
+        : lines.index(
+            "# Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`."
+        )
+    ]
+    assert len(header) == 2 and all(len(line) <= export.LINE_LENGTH for line in header)
+    assert header[0].startswith(export.HEADER_MARK) and header[1].startswith("#   ")
+    named = " ".join(line.lstrip("# ") for line in header)
+    assert all(f"a_rather_long_chapter_name_{n}.ipynb" in named for n in range(3))

@@ -612,7 +612,13 @@ def render(cells: list[ExportCell], at: str) -> str:
     """The text of one generated module (`at`: its path, for messages)."""
     notebooks = list(dict.fromkeys(cell.notebook for cell in cells))
     header = [
-        f"{HEADER_MARK}{', '.join(notebooks)}.",
+        *textwrap.wrap(
+            f"{HEADER_MARK}{', '.join(notebooks)}.",
+            LINE_LENGTH,
+            subsequent_indent="#   ",  # a module of many chapters names them over several lines
+            break_long_words=False,
+            break_on_hyphens=False,
+        ),
         "# Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.",
     ]
     cells, hoisted = hoist_imports(cells)

@@ -6,13 +6,6 @@
 #   › "Two graphs: the encoder and one decoder step".
 """The trained model as two ONNX graphs, for onnxruntime and for the browser (§3, §6.1).
 
-`export_onnx` writes four files into a folder: `encoder.onnx`, the encoder; `decoder.onnx`, one
-step of the decoder over the whole prefix, which also returns its encoder–decoder attention;
-`tokenizer.json`, the BPE tokenizer in the `tokenizers` format; and `export.json`, the settings
-a search needs. The weights are stored in float16 and cast to float32 when a graph is loaded, so
-the arithmetic is float32, as in PyTorch. `OnnxTransformer` runs the two graphs with onnxruntime
-behind the methods that the simple searches of the chapter "Decoding" call.
-
 Shapes: B sentences (or hypotheses), S source tokens, T target tokens (`<s>` first), N layers,
 h heads, V the vocabulary.
 """
@@ -22,7 +15,8 @@ import json
 import logging
 import os
 import warnings
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +46,9 @@ class EncoderGraph(nn.Module):
 
 
 class DecoderStepGraph(nn.Module):
-    """What decoder.onnx computes: the decoder over whole prefixes, and the next token.
-
-    memory (B, S, d_model), src_mask (B, 1, S), ys (B, T) -> the next token's log-probabilities
-    (B, V) and every layer's encoder–decoder attention weights (B, N, h, T, S). The layers are
-    `DecoderLayer.forward`'s three sub-layers, with the weights of the second one kept.
-    """
+    """What decoder.onnx computes: memory (B, S, d_model), src_mask (B, 1, S), ys (B, T) -> the
+    next token's log-probabilities (B, V) and every layer's encoder–decoder attention weights
+    (B, N, h, T, S), from `DecoderLayer.forward`'s three sub-layers."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -82,35 +73,32 @@ class DecoderStepGraph(nn.Module):
         return model.generator(x[:, -1]), torch.stack(cross, dim=1)  # (B, V), (B, N, h, T, S)
 
 
-def to_onnx(
-    module: nn.Module,
-    args: tuple[Tensor, ...],
-    axes: dict[str, dict[int, str]],
-    outputs: list[str],
-    max_len: int,
-) -> Any:  # an onnx.ModelProto
-    """Trace `module` on `args` into an ONNX graph whose outputs are named `outputs`.
-
-    `axes` names the sizes that may vary, per input: {"ys": {0: "B", 1: "T"}}. B may be any
-    number; S and T, up to `max_len` positions (the positional encoding's table).
-    """
+def to_onnx(module: nn.Module, args: tuple[Tensor, ...], axes: dict[str, dict[int, str]],
+            outputs: list[str], max_len: int) -> Any:  # an onnx.ModelProto  # fmt: skip
+    """Trace `module` on `args` into an ONNX graph with outputs named `outputs`. `axes` names the
+    sizes that may vary, per input: {"ys": {0: "B", 1: "T"}}; S and T go up to `max_len`."""
     names = {dim for sizes in axes.values() for dim in sizes.values()}
     dims = {dim: torch.export.Dim(dim, min=1, max=None if dim == "B" else max_len) for dim in names}
-    shapes = {
-        name: {axis: dims[dim] for axis, dim in sizes.items()} for name, sizes in axes.items()
-    }
+    shapes = {name: {axis: dims[d] for axis, d in sizes.items()} for name, sizes in axes.items()}
+    with quiet_onnx():
+        program = torch.onnx.export(
+            module.eval(), args, dynamo=True, dynamic_shapes=shapes, output_names=outputs,
+            opset_version=OPSET, optimize=True, verbose=False,
+        )  # fmt: skip
+    return program.model_proto
+
+
+@contextmanager
+def quiet_onnx() -> Iterator[None]:
+    """Silence torch.onnx's warnings and its logging below errors, for the `with` block."""
     quiet = logging.getLogger("torch.onnx")
     level, quiet.level = quiet.level, logging.ERROR
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                module.eval(), args, dynamo=True, dynamic_shapes=shapes, output_names=outputs,
-                opset_version=OPSET, optimize=True, verbose=False,
-            )  # fmt: skip
+            yield
     finally:
         quiet.level = level
-    return program.model_proto
 
 
 def float16_weights(proto) -> int:
@@ -136,41 +124,19 @@ def float16_weights(proto) -> int:
     return halved
 
 
-def check_replaceable(folder: Path) -> None:
-    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder (the ONNX files go into a folder)")
-    there = [name for name in FILES if (folder / name).exists()]
-    try:
-        ours = json.loads((folder / ABOUT).read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if there and not ours:
-        raise FileExistsError(
-            f"{folder} holds {', '.join(there)}, not an ONNX export's: not replaced"
-        )
-
-
 def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str],
                 origin: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Write encoder.onnx, decoder.onnx, tokenizer.json and export.json into `folder`.
-
-    `model` (an `EncoderDecoder` with one shared BPE vocabulary) is exported with its weights
-    rounded to float16 (the shipped model's already are). The four files are written to
-    temporary files first and renamed into place together, export.json last, so a failed write
-    changes none of them; files that another program wrote are never replaced. Returns
-    export.json's settings.
-    """
+    """Write `model` (an `EncoderDecoder` with one shared BPE vocabulary, its weights rounded to
+    float16) and `bpe` into `folder` as the four FILES; returns export.json's settings."""
     folder = Path(folder)
     check_replaceable(folder)
     model = copy.deepcopy(model).float().eval().cpu()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(parameter.half().float())
     src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])  # (2, 4): any ids, one sentence padded
     src_mask = (src != 0).unsqueeze(1)  # (2, 1, 4)
     ys = torch.tensor([[1, 5, 6], [1, 7, 8]])  # (2, 3)
     with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(parameter.half().float())
         memory = model.encode(src, src_mask)  # (2, 4, d_model)
     max_len = model.tgt_embed[1].max_len  # (the positional encoding's)
     sizes = {"src": {0: "B", 1: "S"}, "src_mask": {0: "B", 2: "S"}}
@@ -189,11 +155,33 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
     for name, proto in graphs.items():
         float16_weights(proto)
         files[name] = proto.SerializeToString()
+    write_files(folder, files)
+    return about
+
+
+def check_replaceable(folder: Path) -> None:
+    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder}: not a folder (the ONNX files go into a folder)")
+    there = [name for name in FILES if (folder / name).exists()]
+    try:
+        ours = json.loads((folder / ABOUT).read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if there and not ours:
+        raise FileExistsError(
+            f"{folder} holds {', '.join(there)}, not an ONNX export's: not replaced"
+        )
+
+
+def write_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Write `files` (name: bytes) into `folder` together: each to a temporary file beside its
+    place first, and all renamed into place only when every one is whole, export.json last; so a
+    failed write changes none of them."""
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as renames:  # each rename waits for the end; they run in reverse order
         for name, data in files.items():
             renames.enter_context(atomic_write(folder / name)).write(data)
-    return about
 
 
 # From book/tryit.ipynb, "Try it: the model in your browser" › "Run by ONNX Runtime".

@@ -6,7 +6,7 @@
 
 The checkpoint is read by
 `SavedRun.load`, the sentences are translated by `translate_ids`, whose searches (cached greedy
-decoding and beam search) are Part IV's ("Decoding", `annotated_transformer.decoding.search`).
+decoding and beam search) are in `annotated_transformer.decoding.search` ("Fast decoding").
 """
 
 import os
@@ -21,16 +21,6 @@ from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokeniz
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.training.presets import TrainConfig
 from annotated_transformer.training.saved_run import SavedRun
-
-
-def refuse_one_string(sentences: Sequence[str]) -> None:
-    """A TypeError for a string where a list of sentences belongs (it would be read as one
-    sentence per character)."""
-    if isinstance(sentences, str):
-        raise TypeError(
-            f"expected a list of sentences, got one string ({sentences[:30]!r}); to translate "
-            f"one sentence, give a list of one: translate([sentence])[0]"
-        )
 
 
 @dataclass
@@ -52,19 +42,6 @@ class Translator:
         else:  # spaCy's rules for the source; spaces put back by rule in the target
             self.tokenizer, self.detokenize = Tokenizer(self.src_lang), detokenize
 
-    @classmethod
-    def from_checkpoint(
-        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> "Translator":
-        """Load a checkpoint (a file, or a run folder: its newest checkpoint) for translating."""
-        saved = SavedRun.load(path)
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        model = saved.trained_model().to(device).eval()
-        return cls(
-            model, saved.config, saved.src_vocab, saved.tgt_vocab, origin=saved.origin(),
-            bpe=saved.bpe,
-        )  # fmt: skip
-
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:
         """Token ids of each sentence (ending with `</s>`); refuses what the model cannot read."""
         refuse_one_string(sentences)
@@ -82,10 +59,6 @@ class Translator:
                 )
             encoded.append(torch.tensor([*self.src_vocab.encode(words), EOS_ID]))
         return encoded
-
-    def unknown_words(self, sentence: str) -> list[str]:
-        """The words of `sentence` that the model reads as `<unk>`."""
-        return self.src_vocab.unknown(self.tokenizer(sentence))
 
     def translate(
         self,
@@ -112,16 +85,45 @@ class Translator:
         return [self.detokenize(tokens) for tokens in outputs]
 
     @classmethod
+    def from_checkpoint(
+        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> "Translator":
+        """Load a checkpoint (a file, or a run folder: its newest checkpoint) for translating."""
+        saved = SavedRun.load(path)
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model = saved.trained_model().to(device).eval()
+        return cls(
+            model, saved.config, saved.src_vocab, saved.tgt_vocab, origin=saved.origin(),
+            bpe=saved.bpe,
+        )  # fmt: skip
+
+    def unknown_words(self, sentence: str) -> list[str]:
+        """The words of `sentence` that the model reads as `<unk>`."""
+        return self.src_vocab.unknown(self.tokenizer(sentence))
+
+    # From book/real_world.ipynb, "A real-world example" › "The model that ships with the package".
+    @classmethod
     def pretrained(
         cls, folder: str | os.PathLike[str] | None = None, device: str | torch.device | None = None
     ) -> "Translator":
         """The model that ships with the package (or one that `save-pretrained` wrote to `folder`),
         its files checked against their SHA-256 first (`annotated_transformer.pretrained`; its card
         is `MODEL_CARD.md` beside the weights)."""
-        from annotated_transformer.pretrained import load_pretrained  # (written in "Results")
+        from annotated_transformer.pretrained import load_pretrained
 
         loaded = load_pretrained(folder)
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         vocab = loaded.bpe.vocab  # one vocabulary for both languages
         return cls(loaded.model.to(device), loaded.config, vocab, vocab, origin=loaded.origin,
                    bpe=loaded.bpe)  # fmt: skip
+
+
+# From book/real_world.ipynb, "A real-world example" › "Translating".
+def refuse_one_string(sentences: Sequence[str]) -> None:
+    """A TypeError for a string where a list of sentences belongs (it would be read as one
+    sentence per character)."""
+    if isinstance(sentences, str):
+        raise TypeError(
+            f"expected a list of sentences, got one string ({sentences[:30]!r}); to translate "
+            f"one sentence, give a list of one: translate([sentence])[0]"
+        )

@@ -11,9 +11,10 @@ We used beam search as described in the previous section, but no checkpoint aver
 
 Here: German→English on Multi30k, validated on its development split (val), with beam search
 (4 beams, α = 0.6) and no averaging. Each variation changes the grid's base run as Table 3's row
-changes the paper's base model, scaled to the base's size, and trains for the same number of
-steps. Two more groups go beyond the table: the paper's shared BPE vocabulary with tied
-embeddings (§3.4, §5.1), and pre-norm against post-norm, with and without warmup.
+changes the paper's base model, scaled to the base's size (depth: half and twice the base's N),
+and trains for the same number of steps. Two more groups go beyond the table: the paper's
+shared BPE vocabulary with tied embeddings (§3.4, §5.1), and pre-norm against post-norm, with
+and without warmup.
 
     annotated-transformer grid --profile quick --jobs 2
 
@@ -64,12 +65,13 @@ class Variation:
     name: str  # file name of its record, e.g. "A-h1"
     label: str  # what changed, as Table 3 would print it
     changes: dict[str, Any] = field(default_factory=dict)  # TrainConfig settings
-    paper: str | None = None  # the Table 3 line (key of PAPER) that this one scales
+    paper: str | None = None  # the Table 3 line (key of PAPER) it stands beside
 
 
 def grid(base: "TrainConfig") -> list[Variation]:
     """Table 3's variations of `base`, scaled as the paper's are to its base model (N=6,
-    d_model=512, d_ff=2048, h=8, d_k=d_v=64), then the groups beyond the table."""
+    d_model=512, d_ff=2048, h=8, d_k=d_v=64), except depth: half and twice N, beside the paper's
+    2 and 8 layers; then the groups beyond the table."""
     d, h, N, d_ff = base.model.d_model, base.model.h, base.model.N, base.model.d_ff
     d_k = d // h
     out = [Variation("base", "base", "base", {}, "base")]
@@ -89,7 +91,8 @@ def grid(base: "TrainConfig") -> list[Variation]:
         if int(d_k * factor) >= 1:
             k = int(d_k * factor)
             out.append(Variation("B", f"B-dk{k}", f"d_k={k}", {"d_k": k, "d_v": d_k}, paper))
-    # (C) depth and width: fewer and more layers, a narrower and a wider model, d_ff
+    # (C) depth and width: half and twice the layers (the paper: 2, 4, 8 against 6), a narrower
+    # and a wider model, d_ff
     for n, paper in ((max(1, N // 2), "C-N2"), (N * 2, "C-N8")):
         out.append(Variation("C", f"C-N{n}", f"N={n}", {"N": n}, paper))
     for width, paper in ((d // 2, "C-d256"), (d * 2, "C-d1024")):

@@ -4,10 +4,11 @@
 - `sampler`: batches by a token budget, `fill_batches` and `TokenBudgetBatchSampler`
   ("Batches and masks").
 - `copy_task`: the synthetic copy task ("A first example").
-- `multi30k`: the Multi30k files, downloaded and checked ("Multi30k").
+- `multi30k`: the Multi30k files, downloaded and checked (appendix "How the package is built:
+  files, downloads and records").
 - `vocab`: tokenizers and word vocabularies ("Multi30k").
 - `corpus`: a split tokenized and encoded ("Multi30k").
-- `bpe`: one shared byte-pair-encoding vocabulary ("Subwords and tied embeddings").
+- `bpe`: one shared byte-pair-encoding vocabulary ("Subwords: byte-pair encoding").
 
 It imports only `model` (for the masks) and `util`.
 """

@@ -44,21 +44,7 @@ class Batch:
 
         Each row of `tgt` holds `<s> y₁ … yₙ </s>` followed by padding.
         """
-        for name, ids in (("src", src), ("tgt", tgt)):
-            if ids.dim() != 2:
-                raise ValueError(f"{name} must be (B, length) token ids, got {tuple(ids.shape)}")
-            if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-                raise ValueError(f"{name} must hold integer token ids, got {ids.dtype}")
-        if src.size(0) != tgt.size(0):
-            raise ValueError(
-                f"src and tgt must hold the same number of sentences: "
-                f"{src.size(0)} vs {tgt.size(0)}"
-            )
-        if tgt.size(1) < 2:
-            raise ValueError(
-                f"tgt needs at least 2 positions (a start token and one to predict), "
-                f"got shape {tuple(tgt.shape)}"
-            )
+        check_batch_tensors(src, tgt)
         tgt_in = tgt[:, :-1]  # (B, T): shifted right, starts with <s>
         tgt_out = tgt[:, 1:]  # (B, T): the next token at every position
         return cls(
@@ -87,11 +73,37 @@ class Batch:
         )
 
 
+def check_batch_tensors(src: Tensor, tgt: Tensor) -> None:
+    """Refuse ids that `Batch.from_tensors` cannot use, naming the tensor and the problem."""
+    for name, ids in (("src", src), ("tgt", tgt)):
+        if ids.dim() != 2:
+            raise ValueError(f"{name} must be (B, length) token ids, got {tuple(ids.shape)}")
+        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise ValueError(f"{name} must hold integer token ids, got {ids.dtype}")
+    if src.size(0) != tgt.size(0):
+        raise ValueError(
+            f"src and tgt must hold the same number of sentences: {src.size(0)} vs {tgt.size(0)}"
+        )
+    if tgt.size(1) < 2:
+        raise ValueError(
+            f"tgt needs at least 2 positions (a start token and one to predict), "
+            f"got shape {tuple(tgt.shape)}"
+        )
+
+
 def collate(pairs: Sequence[tuple[Tensor, Tensor]], pad: int) -> "Batch":
     """Pad a list of (source ids, target ids) pairs, each 1-D, into one `Batch`.
 
     For a `DataLoader`: `collate_fn=functools.partial(collate, pad=PAD)`.
     """
+    check_sentence_pairs(pairs)
+    src = pad_sequence([s for s, _ in pairs], batch_first=True, padding_value=pad)  # (B, S)
+    tgt = pad_sequence([t for _, t in pairs], batch_first=True, padding_value=pad)  # (B, T + 1)
+    return Batch.from_tensors(src, tgt, pad)
+
+
+def check_sentence_pairs(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
+    """Refuse an empty list of pairs, or a pair whose ids are not 1-D."""
     if not pairs:
         raise ValueError("cannot collate an empty list of sentence pairs")
     for i, (src, tgt) in enumerate(pairs):
@@ -100,6 +112,3 @@ def collate(pairs: Sequence[tuple[Tensor, Tensor]], pad: int) -> "Batch":
                 f"pair {i}: expected 1-D token ids, got source {tuple(src.shape)} "
                 f"and target {tuple(tgt.shape)}"
             )
-    src = pad_sequence([s for s, _ in pairs], batch_first=True, padding_value=pad)  # (B, S)
-    tgt = pad_sequence([t for _, t in pairs], batch_first=True, padding_value=pad)  # (B, T + 1)
-    return Batch.from_tensors(src, tgt, pad)

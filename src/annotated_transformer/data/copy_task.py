@@ -20,16 +20,20 @@ def copy_batch(
     """A batch of `<s> w₁ … w_{length−1}` sequences whose target is the source itself.
 
     Args:
-        batch_size: number of sequences B.
-        length: positions per sequence, the start symbol included (at least 2).
-        vocab: vocabulary size V; words are drawn uniformly from 2 … V − 1 (V at least 3).
+        batch_size, length: B sequences of `length` positions, the start symbol included.
+        vocab: vocabulary size V; words are drawn uniformly from 2 … V − 1.
         generator: the random generator to draw from (default: PyTorch's global one).
     """
+    check_copy_arguments(batch_size, length, vocab)
+    words = torch.randint(2, vocab, (batch_size, length - 1), generator=generator)
+    sequences = torch.cat([torch.full((batch_size, 1), BOS), words], dim=1)  # (B, length)
+    return Batch.from_tensors(sequences, sequences, PAD)
+
+
+def check_copy_arguments(batch_size: int, length: int, vocab: int) -> None:
+    """Raise a ValueError unless batch_size >= 1, length >= 2 and vocab >= 3."""
     if batch_size < 1 or length < 2 or vocab < 3:
         raise ValueError(
             f"copy_batch needs batch_size >= 1, length >= 2 and vocab >= 3, "
             f"got batch_size={batch_size}, length={length}, vocab={vocab}"
         )
-    words = torch.randint(2, vocab, (batch_size, length - 1), generator=generator)
-    sequences = torch.cat([torch.full((batch_size, 1), BOS), words], dim=1)  # (B, length)
-    return Batch.from_tensors(sequences, sequences, PAD)

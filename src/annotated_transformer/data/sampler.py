@@ -65,34 +65,7 @@ class TokenBudgetBatchSampler:
     ) -> None:
         src = np.asarray(src_lengths, dtype=np.int64)
         tgt = np.asarray(tgt_lengths, dtype=np.int64)
-        if src.ndim != 1 or tgt.ndim != 1 or len(src) != len(tgt):
-            raise ValueError(
-                f"src_lengths and tgt_lengths must be two lists of the same length, got "
-                f"shapes {src.shape} and {tgt.shape}"
-            )
-        if len(src) == 0:
-            raise ValueError("no examples to batch: the length lists are empty")
-        if src.min() < 1 or tgt.min() < 1:
-            bad = int(np.flatnonzero((src < 1) | (tgt < 1))[0])
-            raise ValueError(
-                f"example {bad} has source length {src[bad]} and target length {tgt[bad]}: "
-                f"every length must be at least 1"
-            )
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        too_long = np.flatnonzero(np.maximum(src, tgt) > max_tokens)
-        if len(too_long):
-            i = int(too_long[0])
-            raise ValueError(
-                f"{len(too_long)} example(s) do not fit in max_tokens={max_tokens} even alone; "
-                f"the first is example {i} (source length {src[i]}, target length {tgt[i]}). "
-                f"Raise max_tokens or filter long sentences out."
-            )
-        if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError(
-                f"need num_replicas >= 1 and 0 <= rank < num_replicas, "
-                f"got num_replicas={num_replicas}, rank={rank}"
-            )
+        check_sampler_arguments(src, tgt, max_tokens, num_replicas, rank)
         self.src_lengths, self.tgt_lengths = src, tgt
         self.max_tokens = max_tokens
         self.shuffle, self.seed = shuffle, seed
@@ -125,3 +98,37 @@ class TokenBudgetBatchSampler:
 
     def __len__(self) -> int:
         return len(self.batches()) // self.num_replicas
+
+
+def check_sampler_arguments(
+    src: np.ndarray, tgt: np.ndarray, max_tokens: int, num_replicas: int, rank: int
+) -> None:
+    """Refuse lengths and settings that `TokenBudgetBatchSampler` cannot batch."""
+    if src.ndim != 1 or tgt.ndim != 1 or len(src) != len(tgt):
+        raise ValueError(
+            f"src_lengths and tgt_lengths must be two lists of the same length, got "
+            f"shapes {src.shape} and {tgt.shape}"
+        )
+    if len(src) == 0:
+        raise ValueError("no examples to batch: the length lists are empty")
+    if src.min() < 1 or tgt.min() < 1:
+        bad = int(np.flatnonzero((src < 1) | (tgt < 1))[0])
+        raise ValueError(
+            f"example {bad} has source length {src[bad]} and target length {tgt[bad]}: "
+            f"every length must be at least 1"
+        )
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    too_long = np.flatnonzero(np.maximum(src, tgt) > max_tokens)
+    if len(too_long):
+        i = int(too_long[0])
+        raise ValueError(
+            f"{len(too_long)} example(s) do not fit in max_tokens={max_tokens} even alone; "
+            f"the first is example {i} (source length {src[i]}, target length {tgt[i]}). "
+            f"Raise max_tokens or filter long sentences out."
+        )
+    if num_replicas < 1 or not 0 <= rank < num_replicas:
+        raise ValueError(
+            f"need num_replicas >= 1 and 0 <= rank < num_replicas, "
+            f"got num_replicas={num_replicas}, rank={rank}"
+        )

@@ -7,8 +7,8 @@
 """Words in, ids out: spaCy's rule-based tokenizers and a vocabulary built from training data.
 
 The paper
-encodes WMT with byte-pair or word-piece vocabularies (§5.1); on Multi30k, a small data set, this
-book uses whole words, as the 2022 Annotated Transformer did.
+encodes WMT with byte-pair or word-piece vocabularies (§5.1); on Multi30k, a small data set, whole
+words work too.
 
 Every vocabulary starts with the same four specials: `<pad>` = 0, `<s>` = 1, `</s>` = 2,
 `<unk>` = 3. A vocabulary is saved as plain JSON next to each checkpoint.
@@ -22,10 +22,12 @@ from collections.abc import Iterable, Sequence
 
 from annotated_transformer.util.atomic import atomic_write
 
+FORMAT = "annotated-transformer-vocab"  # what a saved vocabulary says it is
+
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))
-FORMAT = "annotated-transformer-vocab"
 
 
 class Tokenizer:
@@ -46,10 +48,8 @@ class Tokenizer:
 
     def pipe(self, texts: Iterable[str]) -> list[list[str]]:
         """Tokenize many texts (faster than one call each)."""
-        return [
-            [token.text for token in doc if not token.is_space]
-            for doc in self._tokenizer.pipe(texts)
-        ]
+        docs = self._tokenizer.pipe(texts)
+        return [[token.text for token in doc if not token.is_space] for doc in docs]
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Text from tokens: `detokenize`, below (the same rules for both languages)."""
@@ -81,18 +81,9 @@ class Vocab:
 
     def __init__(self, tokens: Sequence[str]) -> None:
         tokens = list(tokens)
-        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-            raise ValueError(
-                f"a vocabulary must start with the specials {list(SPECIALS)}, "
-                f"got {tokens[: len(SPECIALS)]}"
-            )
-        if not all(isinstance(token, str) and token for token in tokens):
-            raise ValueError("every token of a vocabulary must be a non-empty string")
+        check_vocab_tokens(tokens)
         self.itos = tokens  # id -> token
         self.stoi = {token: i for i, token in enumerate(tokens)}  # token -> id
-        if len(self.stoi) != len(tokens):
-            twice = [t for t, n in Counter(tokens).items() if n > 1]
-            raise ValueError(f"a vocabulary lists each token once; repeated: {twice[:5]}")
 
     @classmethod
     def build(
@@ -122,6 +113,10 @@ class Vocab:
     def __repr__(self) -> str:
         return f"Vocab({len(self)} tokens: {self.itos[len(SPECIALS) : len(SPECIALS) + 5]} ...)"
 
+    def unknown(self, tokens: Iterable[str]) -> list[str]:
+        """The tokens that this vocabulary would read as `<unk>`."""
+        return [token for token in tokens if token not in self.stoi]
+
     def encode(self, tokens: Iterable[str]) -> list[int]:
         """Ids of `tokens`; a token outside the vocabulary becomes `<unk>`."""
         return [self.stoi.get(token, UNK_ID) for token in tokens]
@@ -136,10 +131,6 @@ class Vocab:
             if i not in (BOS_ID, PAD_ID):
                 tokens.append(self.itos[i])
         return tokens
-
-    def unknown(self, tokens: Iterable[str]) -> list[str]:
-        """The tokens that this vocabulary would read as `<unk>`."""
-        return [token for token in tokens if token not in self.stoi]
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "version": 1, "tokens": self.itos}
@@ -164,6 +155,20 @@ class Vocab:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Vocab":
         return cls.from_json(read_json(path), str(path))
+
+
+def check_vocab_tokens(tokens: list) -> None:
+    """Refuse a token list that is not the specials followed by distinct, non-empty strings."""
+    if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+        raise ValueError(
+            f"a vocabulary must start with the specials {list(SPECIALS)}, "
+            f"got {tokens[: len(SPECIALS)]}"
+        )
+    if not all(isinstance(token, str) and token for token in tokens):
+        raise ValueError("every token of a vocabulary must be a non-empty string")
+    if len(set(tokens)) != len(tokens):
+        twice = [t for t, n in Counter(tokens).items() if n > 1]
+        raise ValueError(f"a vocabulary lists each token once; repeated: {twice[:5]}")
 
 
 def read_json(path: str | os.PathLike[str]) -> object:

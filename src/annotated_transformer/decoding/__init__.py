@@ -2,8 +2,9 @@
 
 - `simple`: greedy decoding over the whole prefix, the first version a reader meets
   ("A first example").
-- `cache`: the decoder's keys and values kept between steps ("Decoding").
-- `search`: cached batched greedy decoding and beam search with the length penalty ("Decoding").
+- `cache`: the decoder's keys and values kept between steps ("Fast decoding").
+- `search`: cached batched greedy decoding and beam search with the length penalty, proven
+  equal to the simple searches ("Fast decoding").
 - `batched`: many encoded sentences translated in length-sorted batches ("A real-world example").
 
 It imports `model`, `data` and `util`.

@@ -5,7 +5,7 @@
 """Many encoded sentences translated at once: sorted by length, batched, searched, decoded.
 
 The searches themselves, cached
-greedy decoding and beam search, are Part IV's (chapter "Decoding", module `search`). Training's
+greedy decoding and beam search, are in `decoding.search` (chapter "Fast decoding"). Training's
 quick BLEU and the `Translator` both translate through `translate_ids`.
 """
 

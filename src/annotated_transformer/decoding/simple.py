@@ -3,10 +3,8 @@
 
 # From book/first_example.ipynb, "A first example: learning to copy" › "Decoding, the simple way".
 """Turning a trained model into output sequences, the simple way: greedy decoding, and (added by
-the chapter "Decoding") beam search for one sentence.
-
-Both re-run the decoder over the whole prefix at every step; `annotated_transformer.decoding.search`
-has the cached, batched ones of the chapter "Decoding", which tests keep equal to these.
+the chapter "Decoding") beam search for one sentence. Both re-run the decoder over the whole
+prefix at every step; `annotated_transformer.decoding.search` has the cached, batched ones.
 
 Shapes: B sentences, S source positions, t output positions so far.
 """
@@ -28,30 +26,18 @@ def simple_greedy_decode(
 ) -> Tensor:
     """The most probable next token, one position at a time, for a batch of sources.
 
-    Call `model.eval()` first: in training mode dropout makes the output random.
-
     Args:
-        model: an `EncoderDecoder` (with its `generator`).
+        model: an `EncoderDecoder` (with its `generator`), in eval mode (dropout is random).
         src: source ids (B, S).
         src_mask: (B, 1, S), True at real source tokens.
         max_len: length of the output, the start symbol included.
         start_symbol: the id every output begins with.
-        end_symbol: if given, stop early once every output holds it (what follows it in a
-            row is meaningless).
+        end_symbol: if given, stop once every output holds it (what follows it is meaningless).
 
     Returns:
-        (B, L) token ids, beginning with `start_symbol`: L = max_len, or less if every output
-        ended early.
+        (B, L) token ids, beginning with `start_symbol`: L = max_len, or less if all ended early.
     """
-    if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
-    if src_mask.shape != (src.size(0), 1, src.size(1)):
-        raise ValueError(
-            f"src_mask must be (B, 1, S) = {(src.size(0), 1, src.size(1))} for src of shape "
-            f"{tuple(src.shape)}, got {tuple(src_mask.shape)}"
-        )
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
+    check_greedy_arguments(src, src_mask, max_len)
     memory = model.encode(src, src_mask)  # (B, S, d_model), computed once
     ys = torch.full((src.size(0), 1), start_symbol, dtype=src.dtype, device=src.device)  # (B, 1)
     for _ in range(max_len - 1):
@@ -62,6 +48,19 @@ def simple_greedy_decode(
         if end_symbol is not None and (ys == end_symbol).any(dim=1).all():
             break
     return ys
+
+
+def check_greedy_arguments(src: Tensor, src_mask: Tensor, max_len: int) -> None:
+    """Raise a ValueError unless src is (B, S), src_mask (B, 1, S) and max_len >= 1."""
+    if src.dim() != 2:
+        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+    if src_mask.shape != (src.size(0), 1, src.size(1)):
+        raise ValueError(
+            f"src_mask must be (B, 1, S) = {(src.size(0), 1, src.size(1))} for src of shape "
+            f"{tuple(src.shape)}, got {tuple(src_mask.shape)}"
+        )
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
 
 
 # From book/decoding.ipynb, "Decoding" › "Beam search, the paper's way".
@@ -122,7 +121,7 @@ def simple_beam_search(
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
 
 
-# From book/decoding.ipynb, "Decoding" › "Beam search, batched and cached".
+# From book/decoding.ipynb, "Decoding" › "Checked against exhaustive search".
 @torch.no_grad()
 def exhaustive_search(
     model: nn.Module,

@@ -1,7 +1,7 @@
 """Layer 4, evaluation (§6): scoring translations and looking inside the model.
 
 - `scores`: sacreBLEU's BLEU, chrF and lowercased BLEU, with signatures, recorded with their
-  provenance ("A real-world example", "Results").
+  provenance ("A real-world example", "Results"; the records: "Engineering a training run").
 - `attention_maps`: the attention weights of every layer and head ("Results").
 
 It imports `model`, `data`, `decoding` and `util`.

@@ -21,23 +21,6 @@ import torch
 from torch import Tensor, nn
 
 
-def _check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
-    """Raise a clear error unless `mask` is bool and broadcasts to `shape`, described by `names`."""
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"attention mask must be a bool tensor (True = may attend), got {mask.dtype}"
-        )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(shape):
-        raise ValueError(
-            f"attention mask of shape {tuple(mask.shape)} cannot broadcast to "
-            f"{names} = {tuple(shape)}"
-        )
-
-
 def attention(
     query: Tensor,
     key: Tensor,
@@ -59,12 +42,8 @@ def attention(
     Returns:
         output (..., T_q, d_v) and the weights (..., T_q, T_k), before dropout.
     """
+    _check_shapes(query, key, value)
     d_k = query.size(-1)
-    if key.size(-1) != d_k or key.size(-2) != value.size(-2):
-        raise ValueError(
-            f"attention needs query (..., T_q, d_k), key (..., T_k, d_k), value (..., T_k, d_v); "
-            f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-        )
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
         _check_mask(mask, tuple(scores.shape), "the scores' shape (..., T_q, T_k)")
@@ -75,6 +54,32 @@ def attention(
         weights = weights.masked_fill(blocked, 0.0)  # a row with no allowed key: NaN -> 0
     dropped = weights if dropout is None else dropout(weights)
     return dropped @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def _check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
+    """Raise a clear error unless query, key and value fit together, as `attention` needs."""
+    if key.size(-1) != query.size(-1) or key.size(-2) != value.size(-2):
+        raise ValueError(
+            f"attention needs query (..., T_q, d_k), key (..., T_k, d_k), value (..., T_k, d_v); "
+            f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+
+
+def _check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
+    """Raise a clear error unless `mask` is bool and broadcasts to `shape`, described by `names`."""
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"attention mask must be a bool tensor (True = may attend), got {mask.dtype}"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(shape):
+        raise ValueError(
+            f"attention mask of shape {tuple(mask.shape)} cannot broadcast to "
+            f"{names} = {tuple(shape)}"
+        )
 
 
 # From book/attention.ipynb, "Attention" › "Multi-head attention".
@@ -128,6 +133,19 @@ class MultiHeadedAttention(nn.Module):
         """(B, T_q, d_model), (B, T_k, d_model), (B, T_k, d_model) -> (B, T_q, d_model)."""
         return self.attend(query, key, value, mask)[0]
 
+    def attend(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Like `forward`, but also returns the weights of every head, (B, h, T_q, T_k)."""
+        mask = self._check_inputs(query, key, value, mask)
+        B = query.size(0)
+        q = self.w_q(query).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_q, d_k)
+        k = self.w_k(key).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
+        v = self.w_v(value).view(B, -1, self.h, self.d_v).transpose(1, 2)  # (B, h, T_k, d_v)
+        x, weights = attention(q, k, v, mask, self.dropout)  # (B, h, T_q, d_v), (B, h, T_q, T_k)
+        x = x.transpose(1, 2).reshape(B, -1, self.h * self.d_v)  # (B, T_q, h·d_v): Concat(heads)
+        return self.w_o(x), weights  # (B, T_q, d_model)
+
     def _check_inputs(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None
     ) -> Tensor | None:
@@ -151,16 +169,3 @@ class MultiHeadedAttention(nn.Module):
             return mask.unsqueeze(1)  # (B, 1, T_q or 1, T_k): the same mask for every head
         _check_mask(mask, (B, self.h, T_q, T_k), "(B, h, T_q, T_k)")
         return mask
-
-    def attend(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Like `forward`, but also returns the weights of every head, (B, h, T_q, T_k)."""
-        mask = self._check_inputs(query, key, value, mask)
-        B = query.size(0)
-        q = self.w_q(query).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_q, d_k)
-        k = self.w_k(key).view(B, -1, self.h, self.d_k).transpose(1, 2)  # (B, h, T_k, d_k)
-        v = self.w_v(value).view(B, -1, self.h, self.d_v).transpose(1, 2)  # (B, h, T_k, d_v)
-        x, weights = attention(q, k, v, mask, self.dropout)  # (B, h, T_q, d_v), (B, h, T_q, T_k)
-        x = x.transpose(1, 2).reshape(B, -1, self.h * self.d_v)  # (B, T_q, h·d_v): Concat(heads)
-        return self.w_o(x), weights  # (B, T_q, d_model)

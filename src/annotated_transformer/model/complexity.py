@@ -6,8 +6,8 @@
 #   › "Table 1: three desiderata".
 """Table 1 of the paper (§4): what one layer of each type costs, as a function of its sizes.
 
-Every count drops the constant of its O(·): the
-complexity of self-attention is n²·d, not the 4·n²·d multiply-adds of its two matrix products.
+Every count drops the constant of its O(·): the complexity of self-attention is n²·d, not
+the 4·n²·d floating-point operations (2·n²·d multiply-adds) of its two matrix products.
 
 Symbols: n sequence length, d representation width, k convolution kernel width, r neighbourhood
 size of restricted self-attention.

@@ -4,8 +4,8 @@
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Embeddings and softmax".
 """Token embeddings scaled by √d_model (§3.4).
 
-The weight sharing of §3.4
-is done by `annotated_transformer.model.transformer.make_model(..., share_embeddings=True)`.
+The weight sharing of §3.4 is done by
+`annotated_transformer.model.transformer.make_model(..., share_embeddings=True)`.
 
 Shapes: B batch, T positions, d_model model width, V vocabulary size.
 """

@@ -30,7 +30,7 @@ class SublayerConnection(nn.Module):
     """A residual connection around one sub-layer, with dropout and layer normalization.
 
     Post-norm, as in the paper (§3.1, §5.4): LayerNorm(x + Dropout(Sublayer(x))).
-    Pre-norm, with `norm_first=True` (the 2022 Annotated Transformer's choice):
+    Pre-norm, with `norm_first=True` (the choice of many later models):
     x + Dropout(Sublayer(LayerNorm(x))).
 
     Shape: x (B, positions, d_model) -> (B, positions, d_model).

@@ -4,8 +4,7 @@
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Positional encoding".
 """Positional encodings: the paper's sinusoids (§3.5) and learned embeddings (Table 3, row E).
 
-Both modules add a
-(T, d_model) table to the embedded tokens and apply dropout to the sum (§5.4).
+Both modules add a (T, d_model) table to the embedded tokens and apply dropout to the sum (§5.4).
 
 Shapes: B batch, T positions, d_model model width.
 """
@@ -41,7 +40,7 @@ class _PositionalBase(nn.Module):
             raise ValueError(
                 f"{type(self).__name__} expects embedded tokens (B, T, d_model), "
                 f"got {tuple(x.shape)}"
-            )
+            )  # fmt: skip
         T = x.size(1)
         if offset < 0:
             raise ValueError(f"offset must be a position (>= 0), got {offset}")

@@ -6,14 +6,14 @@
   training loop").
 - `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
   bar; with those off, `simple_loop` ("The training loop").
-- `presets`: `TrainConfig` and the named presets ("A real-world example").
+- `presets`: `TrainConfig` and the named presets ("Engineering a training run").
 - `checkpoints`: checkpoint files, written atomically, read with `weights_only=True`
-  ("A real-world example").
+  ("Engineering a training run").
 - `saved_run`: a run read back from its checkpoint, with every check, in one place
-  ("A real-world example").
-- `distributed`: one or many processes, with `torchrun` ("A real-world example").
+  ("Engineering a training run").
+- `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
 - `run`: a whole training run on Multi30k, in a few named steps around one `Run`: resumable,
-  interruptible ("A real-world example").
+  interruptible ("Engineering a training run").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it

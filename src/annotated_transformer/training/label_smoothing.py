@@ -4,51 +4,19 @@
 # From book/regularization.ipynb, "Regularization: dropout and label smoothing" › "Label smoothing".
 """Label smoothing (§5.4): the smoothed target distribution q and the loss KL(q ‖ p).
 
-The paper's other
-regularizer, residual dropout, is in `annotated_transformer.model.layers.SublayerConnection` and
-`annotated_transformer.model.positional.PositionalEncoding`.
-
 Shapes: V vocabulary size (`size`); `...` any leading dimensions, e.g. (B, T) or (N,).
 For a position whose target is y ≠ padding_idx,
 
     q[y] = 1 − ε,   q[padding_idx] = 0,   q[j] = ε / (V − 2) for each other class j;
 
 a position whose target is padding_idx has no target: q is all zeros there and it adds nothing to
-the loss. This is the distribution of the 2022 Annotated Transformer's `LabelSmoothing`.
+the loss.
 """
 
 import math
 
 import torch
 from torch import Tensor, nn
-
-
-def _check_settings(size: int, padding_idx: int, smoothing: float) -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-        raise ValueError(f"size (the vocabulary size V) must be an integer >= 2, got {size!r}")
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing (ε_ls) must be in [0, 1), got {smoothing!r}")
-    if smoothing > 0 and size < 3:
-        raise ValueError(
-            f"smoothing={smoothing} needs size >= 3: ε is shared among the V − 2 classes that are "
-            f"neither the target nor padding, and size={size} leaves none"
-        )
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
-        raise ValueError(f"padding_idx must be an integer, got {padding_idx!r}")
-    if not 0 <= padding_idx < size:
-        raise ValueError(f"padding_idx must be in [0, size={size}), got {padding_idx}")
-
-
-def _check_target(target: Tensor, size: int) -> None:
-    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
-        raise ValueError(f"target must be an integer tensor of class ids, got dtype {target.dtype}")
-    if target.numel() > 0:
-        low, high = target.min().item(), target.max().item()
-        if low < 0 or high >= size:
-            raise ValueError(
-                f"target values must be class ids in [0, size={size}), got values in "
-                f"[{low}, {high}]"
-            )
 
 
 def smoothing_entropy(size: int, smoothing: float) -> float:
@@ -93,6 +61,34 @@ def smoothed_targets(
     return q
 
 
+def _check_settings(size: int, padding_idx: int, smoothing: float) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+        raise ValueError(f"size (the vocabulary size V) must be an integer >= 2, got {size!r}")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing (ε_ls) must be in [0, 1), got {smoothing!r}")
+    if smoothing > 0 and size < 3:
+        raise ValueError(
+            f"smoothing={smoothing} needs size >= 3: ε is shared among the V − 2 classes that are "
+            f"neither the target nor padding, and size={size} leaves none"
+        )
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
+        raise ValueError(f"padding_idx must be an integer, got {padding_idx!r}")
+    if not 0 <= padding_idx < size:
+        raise ValueError(f"padding_idx must be in [0, size={size}), got {padding_idx}")
+
+
+def _check_target(target: Tensor, size: int) -> None:
+    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
+        raise ValueError(f"target must be an integer tensor of class ids, got dtype {target.dtype}")
+    if target.numel() > 0:
+        low, high = target.min().item(), target.max().item()
+        if low < 0 or high >= size:
+            raise ValueError(
+                f"target values must be class ids in [0, size={size}), got values in "
+                f"[{low}, {high}]"
+            )
+
+
 class LabelSmoothing(nn.Module):
     """The training loss with label smoothing: Σ over non-padding positions of KL(q ‖ p) (§5.4).
 
@@ -126,20 +122,6 @@ class LabelSmoothing(nn.Module):
     def extra_repr(self) -> str:
         return f"size={self.size}, padding_idx={self.padding_idx}, smoothing={self.smoothing}"
 
-    def _check_inputs(self, scores: Tensor, target: Tensor) -> None:
-        """Raise a clear error unless scores (..., V) and target (...) fit this loss."""
-        if scores.dim() == 0 or scores.size(-1) != self.size:
-            raise ValueError(
-                f"the scores must have size={self.size} classes in their last dimension, "
-                f"got shape {tuple(scores.shape)}"
-            )
-        if target.shape != scores.shape[:-1]:
-            raise ValueError(
-                f"target must have the shape of the scores without their last dimension, "
-                f"{tuple(scores.shape[:-1])}, got {tuple(target.shape)}"
-            )
-        _check_target(target, self.size)
-
     def forward(self, log_probs: Tensor, target: Tensor) -> Tensor:
         self._check_inputs(log_probs, target)
         acc = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
@@ -156,3 +138,17 @@ class LabelSmoothing(nn.Module):
         keep = target != pad  # (...): positions that have a target
         zero = torch.zeros((), dtype=acc, device=log_probs.device)
         return torch.where(keep, per_position, zero).sum()  # padded positions add exactly 0
+
+    def _check_inputs(self, scores: Tensor, target: Tensor) -> None:
+        """Raise a clear error unless scores (..., V) and target (...) fit this loss."""
+        if scores.dim() == 0 or scores.size(-1) != self.size:
+            raise ValueError(
+                f"the scores must have size={self.size} classes in their last dimension, "
+                f"got shape {tuple(scores.shape)}"
+            )
+        if target.shape != scores.shape[:-1]:
+            raise ValueError(
+                f"target must have the shape of the scores without their last dimension, "
+                f"{tuple(scores.shape[:-1])}, got {tuple(target.shape)}"
+            )
+        _check_target(target, self.size)

@@ -2,8 +2,8 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/training_loop.ipynb, "The training loop" › "The loop the book trains with".
-"""The training loop: label-smoothed loss per target token, gradient accumulation, one schedule
-step per optimizer step (§5).
+"""The training loop the book trains with: label-smoothed loss per target token, gradient
+accumulation, one schedule step per optimizer step (§5).
 
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """
@@ -24,7 +24,7 @@ from annotated_transformer.data.batch import Batch
 
 @dataclass
 class TrainState:
-    """What grows during training (saved with a checkpoint in Part III)."""
+    """What grows during training (a checkpoint saves it)."""
 
     step: int = 0  # optimizer steps taken: the paper's step_num
     micro_batches: int = 0
@@ -50,7 +50,7 @@ class StepResult:
         return self.ntokens / self.seconds if self.seconds > 0 else 0.0
 
 
-# From book/training_loop.ipynb, "The training loop" › "The loss of a batch, and bfloat16".
+# From book/training_loop.ipynb, "The training loop" › "The loss of a batch".
 def batch_loss(
     model: nn.Module, batch: Batch, criterion: nn.Module, autocast: torch.dtype | None = None
 ) -> Tensor:
@@ -58,8 +58,8 @@ def batch_loss(
 
     `autocast=torch.bfloat16` runs the model in bfloat16 where PyTorch deems it safe (on CUDA
     that keeps the log-softmax in float32); the loss is never computed in less than float32.
-    A criterion with `takes_logits = True` (the fused loss of the chapter "Making it fast")
-    receives the generator's logits, without the log-softmax.
+    A criterion with `takes_logits = True` (a fused loss) receives the generator's logits,
+    without the log-softmax.
     """
     generator = getattr(model, "module", model).generator  # DistributedDataParallel wraps it
     with torch.autocast(batch.src.device.type, dtype=autocast, enabled=autocast is not None):
@@ -72,7 +72,6 @@ def batch_loss(
     return criterion(log_probs, batch.tgt_out)
 
 
-# From book/training_loop.ipynb, "The training loop" › "Several processes".
 def _sum_over_processes(values: list[float], model: nn.Module, device: torch.device) -> list:
     """`values` summed over every process of a `DistributedDataParallel` model (else as given)."""
     if not isinstance(model, DistributedDataParallel):
@@ -96,18 +95,11 @@ def train_step(
 ) -> StepResult:
     """One optimizer step over `micro_batches`, equal to one step over all of them at once.
 
-    Each micro-batch's summed loss is divided by the target tokens of the whole step, so the
-    accumulated gradient is that of the per-token loss of the union. The scheduler, if given,
-    advances once. A step without target tokens is skipped (no update, no schedule advance).
-
-    With a `DistributedDataParallel` model, "the whole step" is every process's micro-batches:
-    the token count is summed over the processes first, and gradients are exchanged once, after
-    the last micro-batch.
+    Each micro-batch's summed loss is divided by the target tokens of the whole step (of every
+    process's micro-batches, with `DistributedDataParallel`). The scheduler, if given, advances
+    once. A step without target tokens is skipped (no update, no schedule advance).
     """
-    if not micro_batches:
-        raise ValueError("train_step needs at least one micro-batch")
-    if clip_norm is not None and not clip_norm > 0:
-        raise ValueError(f"clip_norm must be positive (or None for no clipping), got {clip_norm}")
+    check_step_arguments(micro_batches, clip_norm)
     state = TrainState() if state is None else state
     start = time.perf_counter()
     device = next(model.parameters()).device
@@ -144,7 +136,15 @@ def train_step(
     return StepResult(state.step, loss_sum / ntokens, ntokens, lr, grad_norm, False, seconds)
 
 
-# From book/training_loop.ipynb, "The training loop" › "An epoch, with a progress bar".
+def check_step_arguments(micro_batches: Sequence[Batch], clip_norm: float | None) -> None:
+    """Raise a ValueError for an empty step or a clipping norm that is not positive."""
+    if not micro_batches:
+        raise ValueError("train_step needs at least one micro-batch")
+    if clip_norm is not None and not clip_norm > 0:
+        raise ValueError(f"clip_norm must be positive (or None for no clipping), got {clip_norm}")
+
+
+# From book/training_loop.ipynb, "The training loop" › "An epoch".
 def groups_of(batches: Iterable[Batch], k: int) -> Iterator[list[Batch]]:
     """Consecutive groups of `k` micro-batches; the last group may be smaller."""
     if k < 1:

@@ -4,14 +4,10 @@
 # From book/optimizer.ipynb, "Optimizer and learning-rate schedule" › "The schedule, Eq. (3)".
 """The optimizer and learning-rate schedule of §5.3: Adam and Eq. (3).
 
-    lrate = factor · d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5)    (3)
-
-`rate` is Eq. (3) as a pure function of the step (the paper's schedule is factor = 1);
-`make_optimizer` is Adam with the paper's β₁ = 0.9, β₂ = 0.98, ε = 1e-9 and a base rate of 1.0;
-`noam_scheduler` multiplies that base rate by `rate(n)` for the n-th optimizer step. Call its
-`step()` once per optimizer step, never once per micro-batch when gradients are accumulated.
-
-No tensors pass through this module. Steps count optimizer updates, from 1.
+`rate` is Eq. (3) as a pure function of the step; `make_optimizer` is Adam with the paper's
+β₁ = 0.9, β₂ = 0.98, ε = 1e-9 and a base rate of 1.0; `noam_scheduler` multiplies that base rate
+by `rate(n)` for the n-th optimizer step. Call its `step()` once per optimizer step, never once
+per micro-batch when gradients are accumulated. Steps count optimizer updates, from 1.
 """
 
 import math
@@ -24,18 +20,11 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    return operator.index(value)
-
-
 def rate(step: int, model_size: int, factor: float = 1.0, warmup: int = 4000) -> float:
     """The learning rate of optimizer step `step` (§5.3, Eq. 3).
 
     factor · model_size^-0.5 · min(step^-0.5, step · warmup^-1.5): it grows linearly up to its peak
-    factor · (model_size · warmup)^-0.5 at step == warmup, then falls as step^-0.5. At step 0,
-    before any update, Eq. (3) is min(∞, 0) = 0, and so is this function.
+    factor · (model_size · warmup)^-0.5 at step == warmup, then falls as step^-0.5.
 
     Args:
         step: the paper's step_num, the number of the update (1 for the first); >= 0.
@@ -44,9 +33,27 @@ def rate(step: int, model_size: int, factor: float = 1.0, warmup: int = 4000) ->
         warmup: warmup_steps (4000 in the paper); > 0.
 
     Raises:
-        TypeError: step, model_size or warmup is not an integer (a bool is not one either), or
-            factor is not a real number.
-        ValueError: an argument is out of range; the message names it and its value.
+        TypeError, ValueError: a bad argument, named in the message (`check_rate_arguments`).
+    """
+    step, model_size, factor, warmup = check_rate_arguments(step, model_size, factor, warmup)
+    if step == 0:
+        return 0.0  # before any update: min(0^-0.5, 0 · warmup^-1.5) = min(∞, 0) = 0
+    return factor * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    return operator.index(value)
+
+
+def check_rate_arguments(
+    step: int, model_size: int, factor: float, warmup: int
+) -> tuple[int, int, float, int]:
+    """`rate`'s arguments as Python numbers, or a TypeError or ValueError naming the bad one.
+
+    An integer of any kind passes for the three counts, Python's or NumPy's; a bool or a float
+    does not.
     """
     step = _as_int("step", step)
     model_size = _as_int("model_size", model_size)
@@ -63,9 +70,7 @@ def rate(step: int, model_size: int, factor: float = 1.0, warmup: int = 4000) ->
         raise ValueError(f"warmup (warmup_steps) must be > 0, got warmup={warmup}")
     if not (factor > 0 and math.isfinite(factor)):
         raise ValueError(f"factor must be a finite number > 0, got factor={factor!r}")
-    if step == 0:
-        return 0.0  # min(0^-0.5, 0 · warmup^-1.5) = min(∞, 0) = 0
-    return float(factor) * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    return step, model_size, float(factor), warmup
 
 
 # From book/optimizer.ipynb,
@@ -83,7 +88,7 @@ def make_optimizer(
     The base rate is not meant to be used as it is: `noam_scheduler` multiplies it by Eq. (3), so
     that the rate in effect is exactly `rate(n)`. (PyTorch's own defaults are betas=(0.9, 0.999),
     eps=1e-8.) `fused=True` updates every parameter in one kernel instead of a loop over them:
-    the same algorithm, faster (the chapter "Making it fast").
+    the same algorithm, faster.
     """
     return torch.optim.Adam(params, lr=1.0, betas=betas, eps=eps, fused=fused or None)
 
@@ -104,10 +109,15 @@ def noam_scheduler(
         model_size, factor, warmup: as in `rate`; checked now, not at the first step.
 
     Raises:
-        TypeError, ValueError: a bad argument of `rate` (the same errors).
-        ValueError: a param group whose lr is not 1.0.
+        TypeError, ValueError: a bad argument of `rate`, or a param group whose lr is not 1.0.
     """
     rate(1, model_size, factor, warmup)  # refuse bad arguments now rather than at a later step
+    check_base_rate(optimizer)
+    return LambdaLR(optimizer, lambda done: rate(done + 1, model_size, factor, warmup))
+
+
+def check_base_rate(optimizer: torch.optim.Optimizer) -> None:
+    """Raise a ValueError naming the first param group whose lr (or initial_lr) is not 1.0."""
     for index, group in enumerate(optimizer.param_groups):
         for key in ("lr", "initial_lr"):  # initial_lr: left there by an earlier scheduler
             if key in group and float(group[key]) != 1.0:
@@ -116,4 +126,3 @@ def noam_scheduler(
                     f"param group needs lr=1.0 (make_optimizer builds such an optimizer); "
                     f"param group {index} has {key}={float(group[key])!r}"
                 )
-    return LambdaLR(optimizer, lambda done: rate(done + 1, model_size, factor, warmup))

@@ -4,9 +4,8 @@
 # From book/training_loop.ipynb, "The training loop" › "The paper's loop".
 """The paper's training loop and nothing else: batch, loss, step, schedule (§5).
 
-The simple version, one optimizer step per batch; `annotated_transformer.training.loop` has the
-one the book trains with (micro-batches, bfloat16, several processes, a progress bar), which the
-chapter "The training loop" checks equal to this one when those are off.
+One optimizer step per batch. `annotated_transformer.training.loop` has the loop the book trains
+with (micro-batches, bfloat16, several processes), checked equal to this one when those are off.
 
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """
