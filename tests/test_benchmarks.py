@@ -247,3 +247,42 @@ def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):
     assert decoding_benchmark.main(["--checkpoint", str(tmp_path / "nothing.pt")]) == 1
     err = capsys.readouterr().err
     assert "nothing.pt" in err and len(err.strip().splitlines()) == 1
+
+
+# --- the GPU work's benchmarks, run small on the CPU ----------------------------------------------
+
+
+def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_path, capsys):
+    import wmt_throughput
+
+    out = tmp_path / "wmt.json"
+    args = ["--tokens", "120", "--length", "12", "--vocab", "300", "--steps", "1",
+            "--no-compile", "--device", "cpu", "--output", str(out)]  # fmt: skip
+    assert wmt_throughput.main(args) == 0
+    record = json.loads(out.read_text())
+    assert record["config"]["sentences"] == 10 and record["config"]["target_tokens"] == 120
+    assert record["config"]["vocab"] == 300 and record["config"]["d_model"] == 512
+    ((name, result),) = record["results"].items()
+    assert name == "ours" and result["peak_step_memory_mb"] > 0
+    seconds = result["seconds_per_step"]
+    assert result["hours_to_100k_steps"] == round(seconds * 100_000 / 3600, 2)
+    assert result["tokens_per_second"] == round(120 / seconds, 1)
+    assert 0 < result["model_flops_utilization"] < 1.5
+    assert record["paper"] == {"steps": 100_000, "hours": 12.0, "gpus": "8 P100"}
+    assert wmt_throughput.main(["--vocab", "3", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith("--vocab must exceed the 4 special ids, got 3")
+
+
+def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, capsys):
+    import ddp_check
+
+    out = tmp_path / "ddp.json"
+    args = ["--preset", "tiny", "--steps", "2", "--data-dir", str(data_dir), "--device", "cpu",
+            "--output", str(out)]  # fmt: skip
+    assert ddp_check.main(args) == 0
+    record = json.loads(out.read_text())
+    assert record["backend"] == "gloo" and record["equal"] is True
+    assert record["largest_weight_difference"] == {"plain vs plain": 0.0, "plain vs torchrun": 0.0}
+    assert len(record["losses"]["plain"]) == 2
+    assert record["losses"]["plain"] == record["losses"]["torchrun"]

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Part 2 of the GPU work: the measurements a session lent a GPU makes, one step per device call.
+#
+#   bash benchmarks/gpu.sh STEP OUT
+#
+# Each STEP fits one 10-minute call of the `device` tool. It writes records only (no weights:
+# files over 16 MiB cannot come back) into the device's copy of results/, so that their commands
+# name results/, and copies them to OUT (a folder as a .tar.gz); commit them under results/.
+# The device machine is bare and offline. Before the first call, on this machine, in the
+# repository's root, gather what the calls carry into .gpu/ (ignored by git):
+#
+#   echo /.gpu/ >> .git/info/exclude
+#   mkdir -p .gpu/whl .gpu/multi30k && cp ../shared/data/multi30k/* .gpu/multi30k/
+#   cp ../shared/anchors/the_annotated_transformer.py .gpu/
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux2014_x86_64 -d .gpu/whl pooch==1.9.0 platformdirs
+#
+# and give each call `carry: [".gpu"]` and the command `bash benchmarks/gpu.sh STEP $OUT`.
+# The device's own Python already has torch, tqdm, sacrebleu, tokenizers, safetensors and numpy.
+#
+# Steps, in order (issue 34, part 2):
+#   bench     benchmarks/train.py on the base preset in bf16 (ours, every fast path, compile,
+#             nn.Transformer, the 2022 code) and the WMT-shaped step (wmt_throughput.py): 8 min
+#   ddp       one process under torchrun with NCCL against two plain runs (ddp_check.py): 3 min
+#   base      the base preset trained on Multi30k, its last 5 checkpoints averaged, every split
+#             scored (beam 4 and greedy), and benchmarks/decoding.py on it; $SECONDS_CAP caps
+#             training (default 330 s: SIGTERM, and the trainer saves a checkpoint and stops);
+#             arguments after OUT go to `train` (e.g. --epochs 20); DECODING=0 leaves out the
+#             decoding benchmark. 40 epochs (5,200 steps) take 6.5 min on an H100
+#
+# ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
+#   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
+set -euo pipefail
+step=${1:?usage: bash benchmarks/gpu.sh bench|ddp|base OUT}
+out=${2:?usage: bash benchmarks/gpu.sh bench|ddp|base OUT}
+mkdir -p "$out"
+shift 2
+here=$(pwd)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .gpu/whl/*.whl
+export PYTHONPATH="$here/src:$here/benchmarks:/tmp/site" PYTHONUNBUFFERED=1
+export ANNOTATED_TRANSFORMER_MULTI30K="$here/.gpu/multi30k"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+case "$step" in
+bench)
+    log "training speed, base preset"
+    python3 benchmarks/train.py --preset base --code-2022 .gpu/the_annotated_transformer.py \
+        --compile --bf16 --device cuda --output results/bench-train-cuda.json
+    log "the WMT 2014 step's shape"
+    python3 benchmarks/wmt_throughput.py --device cuda --output results/bench-wmt-base-cuda.json
+    cp results/bench-train-cuda.json results/bench-wmt-base-cuda.json "$out/"
+    ;;
+ddp)
+    log "torchrun with NCCL against the plain run"
+    python3 benchmarks/ddp_check.py --preset base --steps 30 --device cuda \
+        --output results/ddp-check-cuda.json
+    cp results/ddp-check-cuda.json "$out/"
+    ;;
+base)
+    run=/tmp/runs/base
+    log "training the base preset (at most ${SECONDS_CAP:=330} s)"
+    status=0
+    timeout -s TERM "$SECONDS_CAP" python3 -m annotated_transformer train --preset base \
+        --out "$run" --device cuda --no-progress --set save_every=250 "$@" || status=$?
+    log "train exited with status $status (124: stopped at the cap, after saving a checkpoint)"
+    python3 -m annotated_transformer average "$run" --last 5 --out "$run/average.pt"
+    rm -rf results/multi30k-base && mkdir -p results/multi30k-base
+    for beam in 4 1; do
+        python3 -m annotated_transformer evaluate --checkpoint "$run/average.pt" --split all \
+            --device cuda --beam "$beam" --results results/multi30k-base
+    done
+    cp "$run/config.json" "$run/run.json" "$run/metrics.jsonl" results/multi30k-base/
+    if [ "${DECODING:-1}" = 1 ]; then
+        log "decoding speed"
+        python3 benchmarks/decoding.py --checkpoint "$run/average.pt" --device cuda \
+            --output results/bench-decoding-cuda.json
+        cp results/bench-decoding-cuda.json "$out/"
+    fi
+    tar -C results -czf "$out/multi30k-base.tar.gz" multi30k-base
+    ;;
+*)
+    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp or base" >&2
+    exit 2
+    ;;
+esac
+log "done"
