@@ -2,9 +2,11 @@
 
 The session builds the book exactly as README command (1) does, serves `_build/html` on
 127.0.0.1, and opens each page in headless Chromium (Debian's, driven by Playwright). Every
-request that would leave the machine is blocked and reported, and no code block may scroll
-sideways at a 1280 px wide window. Screenshots of the pages in SCREENSHOT_PAGES are saved in
-`_build/screenshots/`.
+request that would leave the machine is blocked and reported, and at a 1280 px wide window every
+page must read cleanly (`page_problems`): nothing wider than the content column, no stderr output,
+no path of the building machine in an output, no value shown twice, no command line whose `--`
+became a dash and no literal caret in a number. Screenshots of the pages in SCREENSHOT_PAGES are
+saved in `_build/screenshots/`.
 
 Without Chromium these tests skip, except under CI (`CI=true`), where they must run.
 """
@@ -42,6 +44,111 @@ BUILD_COMMAND = ["jupyter-book", "build", ".", "--all", "-W", "-n", "--keep-goin
 # declares THEBE_JS_URL twice (its live-code feature is off here), and the theme's mode switch
 # logs "invalid theme mode" on a first visit. Anything else fails the test.
 HARMLESS = ("Identifier 'THEBE_JS_URL' has already been declared", "invalid theme mode")
+
+
+# What `page_problems` measures against the content column: each may be at most 1 px wider.
+WIDE_SELECTOR = (
+    "table, mjx-container[display], img, svg, canvas, .vega-embed, pre, div.cell_output, "
+    "div.cell_output .output"
+)
+# The building machine's folders, as a cell's output could show them.
+MACHINE_PATH = r"/work/|/tmp/|/home/|/root/|/private/var/|site-packages|\\Users\\"
+PAGE_PROBLEMS_JS = """([wideSelector, machinePath]) => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main')
+    || document.body;
+  const style = getComputedStyle(article);
+  const box = article.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft);
+  const right = box.right - parseFloat(style.paddingRight);
+  const column = right - left;
+  const short = (text) => text.replace(/\\s+/g, ' ').trim().slice(0, 80);
+  // What an output shows: its <pre>, without the copy button's words beside it.
+  const shown = (el) => {
+    const pres = [...el.querySelectorAll('pre')];
+    return pres.length ? pres.map((pre) => pre.textContent).join('\\n') : el.textContent;
+  };
+  const tex = (el) => {
+    try { return MathJax.startup.document.getMathItemsWithin(el)[0].math; } catch (e) { return ''; }
+  };
+  const name = (el) => {
+    const tag = el.tagName.toLowerCase();
+    if (tag === 'mjx-container') return `display math ${JSON.stringify(short(tex(el)))}`;
+    if (tag === 'img') return `image ${el.getAttribute('src').split('/').pop()}`;
+    const kind = typeof el.className === 'string' && el.className.trim()
+      ? `${tag}.${el.className.trim().split(/\\s+/).join('.')}` : tag;
+    return `${kind} ${JSON.stringify(short(el.textContent))}`;
+  };
+  // 1. Too wide: an element wider than the column, or sticking out of it, even where a wrapper
+  // lets the reader scroll it sideways. Of nested offenders only the innermost is named.
+  const wide = [];
+  for (const el of article.querySelectorAll(wideSelector)) {
+    if (el.tagName !== 'MJX-CONTAINER' && el.closest('mjx-container')) continue;
+    const rect = el.getBoundingClientRect();
+    if (rect.width === 0 && rect.height === 0) continue;  // not displayed: a folded cell
+    const width = Math.max(rect.width, el.scrollWidth);
+    if (width > column + 1 || rect.left < left - 1 || rect.right > right + 1) {
+      wide.push([el, width]);
+    }
+  }
+  const problems = wide
+    .filter(([el]) => !wide.some(([other]) => other !== el && el.contains(other)))
+    .map(([el, width]) => `too wide: ${name(el)} is ${Math.round(width)} px in a `
+      + `${Math.round(column)} px column`);
+  // 2. What a cell wrote to stderr.
+  for (const el of article.querySelectorAll('.output.stderr, .stderr')) {
+    problems.push(`stderr output: ${JSON.stringify(short(shown(el)))}`);
+  }
+  // 3. The building machine's paths in what a cell shows.
+  const path = new RegExp(machinePath);
+  for (const el of article.querySelectorAll('div.cell_output')) {
+    const line = shown(el).split('\\n').find((text) => path.test(text));
+    if (line !== undefined) {
+      problems.push(`machine path in an output: ${JSON.stringify(short(line))}`);
+    }
+  }
+  // 4. A value shown twice: a line the cell printed, then the same line again, quoted, as the
+  // cell's value (an exercise's status, printed and returned).
+  for (const cell of article.querySelectorAll('div.cell')) {
+    const printed = [...cell.querySelectorAll('.output.stream')]
+      .flatMap((el) => shown(el).split('\\n')).map((line) => line.trim()).filter(Boolean);
+    for (const el of cell.querySelectorAll('.output.text_plain')) {
+      const value = shown(el).trim();
+      if (printed.some((line) => value === `'${line}'` || value === `"${line}"`)) {
+        problems.push(`shown twice, printed and as the value: ${JSON.stringify(short(value))}`);
+      }
+    }
+  }
+  // 5. Prose that should not be prose: a command line whose "--" the smart quotes turned into
+  // a dash ("translate \\u2013beam 1"), a power written with a caret ("1.0\\u00b710^20").
+  const dash = /(^|\\s)[\\u2013\\u2014][a-z]/;
+  const caret = /\\d\\^[\\d{(-]/;
+  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .math, .highlight';
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent;
+    if (!(dash.test(text) || caret.test(text)) || node.parentElement.closest(skip)) continue;
+    if (dash.test(text)) {
+      problems.push(`a command line set as prose, "--" now a dash: ${JSON.stringify(short(text))}`);
+    }
+    if (caret.test(text)) {
+      problems.push(`a power written with a caret: ${JSON.stringify(short(text))}`);
+    }
+  }
+  return problems;
+}"""
+
+
+def page_problems(page) -> list[str]:
+    """What does not read cleanly on an open page at its window's width, one line per offender.
+
+    Measured against the article's content column (the theme's `article.bd-article`, less its
+    padding): every table, display formula, image, SVG, canvas, chart, code block and cell output
+    must fit it to a pixel, scrolled or not. No output may be stderr or show a path of the
+    machine that built the book; no cell may show a printed line again as its value; prose may
+    hold no command line whose `--` became a dash and no power written with a caret. Call it
+    once math is typeset and charts are drawn.
+    """
+    return page.evaluate(PAGE_PROBLEMS_JS, [WIDE_SELECTOR, MACHINE_PATH])
 
 
 def chromium_path() -> str | None:
@@ -231,6 +338,9 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
         ".reduce((longest, line) => (line.length > longest.length ? line : longest), '')])"
     )
 
+    # Everything fits the column and reads cleanly: see page_problems.
+    problems = page_problems(page)
+
     if page_path in SCREENSHOT_PAGES:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = Path(page_path).with_suffix(".png").name
@@ -248,6 +358,7 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
             f"{scroll_width} px wide in {client_width} px, its longest line ({len(line)} "
             f"characters): {line!r}"
         )
+    assert problems == [], f"{page_path} at 1280 px:\n" + "\n".join(problems)
 
 
 def test_book_has_the_pages_and_assets_it_needs(built_book: Path) -> None:
@@ -304,7 +415,8 @@ TWELVE_WORDS = "Zwei junge Männer mit Hüten spielen im Park mit einem braunen 
 
 @pytest.fixture(scope="session")
 def tryit_expected(built_book: Path) -> dict[str, list]:
-    """The page's test sentences and Python's translations of them (beam 4, α 0.6, plain)."""
+    """The page's test sentences and Python's translations of them (beam 4, α 0.6, plain; and
+    greedy, beam 1)."""
     from annotated_transformer.data.multi30k import read_split
     from annotated_transformer.decoding.batched import translate_ids
     from annotated_transformer.translator import Translator
@@ -313,15 +425,31 @@ def tryit_expected(built_book: Path) -> dict[str, list]:
     sentences = [*test, *TRYIT_HARD, TWELVE_WORDS]
     translator = Translator.pretrained(device="cpu")
     encoded, max_len = translator.encode(sentences), translator.config.model.max_len
-    pieces = translate_ids(translator.model, encoded, translator.tgt_vocab, max_len=max_len,
-                           beam_size=4, alpha=0.6)  # fmt: skip
+    pieces, greedy = (
+        translate_ids(translator.model, encoded, translator.tgt_vocab, max_len=max_len,
+                      beam_size=k, alpha=0.6)
+        for k in (4, 1)
+    )  # fmt: skip
     texts = [translator.detokenize(p) for p in pieces]  # as Translator.translate gives them
-    return {"sentences": sentences, "pieces": pieces, "texts": texts}
+    return {"sentences": sentences, "pieces": pieces, "texts": texts, "greedy": greedy}
+
+
+# Records every text the status line shows, from the page's first script on (the loading message).
+RECORD_STATUS = """(() => {
+  window.tryitStatuses = [];
+  new MutationObserver(() => {
+    const status = document.querySelector('.tryit-status');
+    if (status && window.tryitStatuses.at(-1) !== status.textContent) {
+      window.tryitStatuses.push(status.textContent);
+    }
+  }).observe(document, {subtree: true, childList: true, characterData: true});
+})()"""
 
 
 def open_tryit(browser, url: str, allowed: tuple[str, ...]):
     """The page at `url`, its model loaded; every request outside `allowed` is blocked and listed
-    in page.left_machine, every script error in page.errors."""
+    in page.left_machine, every script error in page.errors, every status line in
+    window.tryitStatuses."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.left_machine, page.errors, page.received = [], [], []  # received: bytes per response
@@ -348,10 +476,19 @@ def open_tryit(browser, url: str, allowed: tuple[str, ...]):
     page.on(
         "console", lambda msg: report(f"console error: {msg.text}") if msg.type == "error" else None
     )
+    page.add_init_script(RECORD_STATUS)
     page.goto(url, wait_until="load")
     page.wait_for_function("() => window.TryIt && window.TryIt.ready", timeout=30_000)
     page.evaluate("() => TryIt.ready.then(() => true)")
     return page
+
+
+def tryit_translated(page, action) -> None:
+    """Do `action` (a click, a key) on the idle page and wait for the translation it starts."""
+    page.evaluate("() => { document.querySelector('.tryit-status').textContent = 'idle'; }")
+    action()
+    page.wait_for_function("() => /^Translated in/.test(document.querySelector('.tryit-status')"
+                           ".textContent)", timeout=60_000)  # fmt: skip
 
 
 TRANSLATE_ALL = """async (sentences) => {
@@ -359,7 +496,7 @@ TRANSLATE_ALL = """async (sentences) => {
   const out = [];
   for (const text of sentences) {
     const r = await page.run(text, {beamSize: 4, alpha: 0.6});
-    out.push({pieces: r.nbest[0].pieces, text: r.text, ms: r.ms});
+    out.push({pieces: r.nbest[0].pieces, greedy: r.greedy.pieces, text: r.text, ms: r.ms});
   }
   return out;
 }"""
@@ -374,13 +511,14 @@ def test_tryit_translates_as_python_does(
     else:
         page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
     got = page.evaluate(TRANSLATE_ALL, tryit_expected["sentences"])
-    differ = [
-        (sentence, want, one["pieces"])
-        for sentence, want, one in zip(tryit_expected["sentences"], tryit_expected["pieces"], got,
-                                       strict=True)
-        if one["pieces"] != want
-    ]  # fmt: skip
-    assert not differ, f"{len(differ)} of {len(got)} translations differ; the first: {differ[0]}"
+    for search in ("pieces", "greedy"):  # beam 4, α 0.6; and greedy decoding, beside it
+        differ = [
+            (sentence, want, one[search])
+            for sentence, want, one in zip(tryit_expected["sentences"], tryit_expected[search],
+                                           got, strict=True)
+            if one[search] != want
+        ]  # fmt: skip
+        assert not differ, f"{search}: {len(differ)} of {len(got)} differ; the first: {differ[0]}"
     assert [one["text"] for one in got] == tryit_expected["texts"]
     print(f"\n{where}: {len(got)} sentences as Python translates them; the 12-word sentence took "
           f"{got[-1]['ms']:.0f} ms, all {sum(one['ms'] for one in got) / 1000:.1f} s")  # fmt: skip
@@ -403,9 +541,7 @@ def test_tryit_draws_attention_and_refuses_bad_input(
     status = page.locator(".tryit-status")
 
     page.fill("textarea.tryit-input", TWELVE_WORDS)
-    page.click("button.tryit-go")
-    page.wait_for_function("() => /^Translated in/.test(document.querySelector('.tryit-status')"
-                           ".textContent)", timeout=60_000)  # fmt: skip
+    tryit_translated(page, lambda: page.click("button.tryit-go"))
     assert page.inner_text(".tryit-output") == tryit_expected["texts"][-1]
     assert page.locator("table.tryit-nbest tr").count() == 1 + 4  # a header, 4 hypotheses
 
@@ -414,22 +550,45 @@ def test_tryit_draws_attention_and_refuses_bad_input(
         {beamSize: 4, alpha: 0.6}); return {ids: r.nbest[0].ids, dims: r.cross.dims,
         cross: Array.from(r.cross.data)}; }""", TWELVE_WORDS)  # fmt: skip
     _, N, h, T, S = result["dims"]
-    assert page.locator("svg.tryit-heatmap rect").count() == T * S
-    widths = page.evaluate("() => [...document.querySelectorAll('svg.tryit-heatmap rect')]"
+    cells = "svg.tryit-heatmap g.row rect"
+    assert page.locator(cells).count() == T * S
+    widths = page.evaluate(f"() => [...document.querySelectorAll('{cells}')]"
                            ".map(r => r.getBBox().width)")  # fmt: skip
     assert set(widths) == {21}  # each cell its own square (no stylesheet stretches them)
     translator = Translator.pretrained(device="cpu")
     src = translator.encode([TWELVE_WORDS])[0]
     maps = attention_maps(translator.model, src, torch.tensor(result["ids"][:-1]))["cross"]
     assert torch.allclose(torch.tensor(result["cross"]).view(N, h, T, S), maps, atol=1e-4)
-    first = page.locator("svg.tryit-heatmap rect").nth(0).get_attribute("fill")
-    page.select_option("div.tryit select >> nth=0", "2")  # layer 3
-    page.select_option("div.tryit select >> nth=1", "5")  # head 6
-    shown = page.locator("svg.tryit-heatmap rect").nth(0).get_attribute("fill")
-    weight = maps[2, 5, 0, 0].item()
-    assert shown != first and shown == f"rgba(31, 119, 180, {weight:.3f})"
+
+    # It opens on the mean of the last layer's heads, titled, with a colour scale; the menus
+    # offer every layer, and every head besides the mean.
+    def drawn() -> torch.Tensor:  # the weights of the cells drawn, (T, S)
+        weights = page.evaluate(f"() => [...document.querySelectorAll('{cells}')]"
+                                ".map(r => Number(r.getAttribute('data-weight')))")  # fmt: skip
+        return torch.tensor(weights).view(T, S)
+
+    layer, head = "div.tryit select[title=layer]", "div.tryit select[title=head]"
+    assert (page.input_value(layer), page.input_value(head)) == (str(N - 1), "mean")
+    assert torch.allclose(drawn(), maps[N - 1].mean(dim=0), atol=1e-4)
+    menus = page.evaluate("() => [...document.querySelectorAll('div.tryit select')]"
+                          ".map(s => [...s.options].map(o => o.textContent))")  # fmt: skip
+    assert menus == [[f"layer {n + 1}" for n in range(N)],
+                     ["mean of heads", *(f"head {n + 1}" for n in range(h))]]  # fmt: skip
+    titles = page.evaluate("() => [...document.querySelectorAll('svg.tryit-heatmap "
+                           "text.tryit-axis')].map(t => t.textContent)")  # fmt: skip
+    assert titles == ["source pieces (the input)", "output pieces (the translation)"]
+    assert page.locator("svg.tryit-heatmap rect.tryit-scale").count() == 1
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "tryit.png"), full_page=True)
+    page.select_option(layer, "0")  # layer 1, still the mean
+    assert torch.allclose(drawn(), maps[0].mean(dim=0), atol=1e-4)
+    first = page.locator(cells).nth(0).get_attribute("fill")
+    page.select_option(layer, "2")  # layer 3
+    page.select_option(head, "5")  # head 6
+    assert torch.allclose(drawn(), maps[2, 5], atol=1e-4)
+    shown = page.locator(cells).nth(0).get_attribute("fill")
+    weight = maps[2, 5, 0, 0].item()
+    assert shown != first and shown == f"rgba(31, 119, 180, {weight:.3f})"
 
     # Bad input: a message on the page, and the page goes on working.
     for text, message in (("", "Nothing to translate"), (" \n ", "Nothing to translate"),
@@ -440,15 +599,108 @@ def test_tryit_draws_attention_and_refuses_bad_input(
                                ".contains('tryit-error')", timeout=10_000)  # fmt: skip
         assert message in status.inner_text()
         assert page.inner_text(".tryit-output") == ""  # no stale translation beside the message
-    page.fill("input[title='beam size']", "0")
-    page.click("button.tryit-go")
-    assert "beam size must be a whole number from 1 to 8" in status.inner_text()
-    page.fill("input[title='beam size']", "4")
-    page.click("button.tryit-example >> nth=0")
-    page.click("button.tryit-go")
-    page.wait_for_function("() => /^Translated in/.test(document.querySelector('.tryit-status')"
-                           ".textContent)", timeout=60_000)  # fmt: skip
+
+    # A wrong setting: a message beside its own field, naming it, and no translation.
+    page.fill("textarea.tryit-input", TWELVE_WORDS)
+    beam, alpha = "input[title='beam size']", "input[title='α']"
+    messages = (
+        "() => [...document.querySelectorAll('.tryit-settings input')]"
+        ".map(i => [i.title, i.nextElementSibling.textContent])"
+    )
+    beam_message = "beam size must be a whole number from 1 to 8"
+    alpha_message = "α must be a number ≥ 0 (the paper's is 0.6)"
+    for k, a, want in (("0", "0.6", [beam_message, ""]), ("4", "-1", ["", alpha_message]),
+                       ("2.5", "", [beam_message, alpha_message]),
+                       ("9", "0.6", [beam_message, ""])):  # fmt: skip
+        page.fill(beam, k)
+        page.fill(alpha, a)
+        page.evaluate("() => { document.querySelector('.tryit-status').textContent = 'idle'; }")
+        page.click("button.tryit-go")
+        assert page.evaluate(messages) == [["beam size", want[0]], ["α", want[1]]], (k, a)
+        page.press(alpha, "Enter")  # Enter in a field: the same check
+        assert page.evaluate(messages) == [["beam size", want[0]], ["α", want[1]]], (k, a)
+        assert status.inner_text() == "idle"  # nothing started
+    page.fill(beam, "4")
+    page.fill(alpha, "0.6")
+
+    # A click on an example translates it: no need to press Translate.
+    tryit_translated(page, lambda: page.click("button.tryit-example >> nth=0"))
+    assert page.evaluate(messages) == [["beam size", ""], ["α", ""]]
+    assert page.input_value("textarea.tryit-input") == "Ein Hund rennt durch den Schnee."
     assert page.inner_text(".tryit-output") == "A dog runs through the snow."
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []
+
+
+# Two sentences whose beam search finishes more than k hypotheses; for the second, Python's
+# `simple_beam_search` keeps an empty one (</s> as the first token) among the 8 best.
+TRYIT_NBEST = ["Zwei Kinder spielen mit einem roten Ball am Strand.",
+               "Zwei Jungen packen Obst auf das Fahrrad."]  # fmt: skip
+
+
+def test_tryit_answers_keys_and_lists_at_most_k(browser, server: str, built_book: Path) -> None:
+    """Loading shows progress; the widget says what the model learned and shows the input's
+    pieces; Enter in a field, Ctrl+Enter and Cmd+Enter in the box translate; greedy and beam
+    search side by side; the n-best list holds Python's k best, at most k rows, none blank."""
+    import re
+
+    from annotated_transformer.decoding.batched import EXTRA_LENGTH
+    from annotated_transformer.decoding.simple import simple_beam_search
+    from annotated_transformer.model.masks import padding_mask
+    from annotated_transformer.translator import Translator
+
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
+    statuses = page.evaluate("() => window.tryitStatuses")
+    loading = [re.fullmatch(r"Loading the model: (\d+) of (\d+) MB…", text) for text in statuses]
+    done, total = zip(*((int(match[1]), int(match[2])) for match in loading if match), strict=True)
+    assert len(done) >= 3 and list(done) == sorted(done) and set(total) == {done[-1]}, statuses
+    assert statuses[-1].startswith("Model loaded in")
+
+    # One line on the widget: the model learned image captions; what it does elsewhere.
+    quoted = page.evaluate("() => TryIt.CAPTIONS_ONLY")
+    note = page.inner_text(".tryit-note")
+    assert "image captions" in note and quoted["german"] in note and quoted["english"] in note
+
+    # The input's pieces, as Python's tokenizer cuts it, shown as the reader types.
+    translator = Translator.pretrained(device="cpu")
+    page.fill("textarea.tryit-input", TWELVE_WORDS)
+    shown = page.locator(".tryit-pieces .tryit-piece").all_inner_texts()
+    assert shown == translator.bpe.pipe([TWELVE_WORDS])[0]
+
+    def rows() -> list[list[str]]:  # the n-best table: rank, hypothesis, score
+        return page.evaluate(
+            "() => [...document.querySelectorAll('table.tryit-nbest tr')].slice(1)"
+            ".map(r => [...r.cells].map(c => c.textContent))"
+        )
+
+    keys = [("input[title='beam size']", "Enter"), ("textarea.tryit-input", "Control+Enter"),
+            ("input[title='α']", "Enter"), ("textarea.tryit-input", "Meta+Enter")]  # fmt: skip
+    cases = [(sentence, k) for sentence in TRYIT_NBEST for k in (4, 8)]
+    empties = 0
+    for (sentence, k), (field, key) in zip(cases, keys, strict=True):
+        page.fill("textarea.tryit-input", sentence)
+        page.fill("input[title='beam size']", str(k))
+        tryit_translated(page, lambda field=field, key=key: page.press(field, key))
+        assert page.input_value("textarea.tryit-input") == sentence  # (no line break added)
+        assert page.inner_text(".tryit-output") == translator.translate([sentence], beam_size=k)[0]
+        assert page.inner_text(".tryit-greedy") == translator.translate([sentence], beam_size=1)[0]
+        assert page.inner_text(".tryit-label >> nth=1") == f"beam search, k = {k}, α = 0.6"
+        src = translator.encode([sentence])[0].unsqueeze(0)  # (1, S)
+        limit = min(src.size(1) + 1 + EXTRA_LENGTH, translator.config.model.max_len)
+        want = simple_beam_search(translator.model, src, padding_mask(src, 0), limit, 1, 2, k,
+                                  0.6, n_best=k)  # fmt: skip
+        texts = [translator.detokenize(translator.tgt_vocab.decode(ids)) for ids, _ in want]
+        got = rows()
+        assert len(got) <= k and all(text.strip() for _, text, _ in got), got
+        assert [(int(n), text) for n, text, _ in got] == [
+            (n, text) for n, text in enumerate(texts, 1) if text
+        ]
+        listed = [score for (_, score), text in zip(want, texts, strict=True) if text]
+        assert [float(score) for *_, score in got] == pytest.approx(listed, abs=2e-4)
+        empties += "" in texts
+        note = page.inner_text(".tryit-empty")
+        assert ("empty translation" in note) == ("" in texts), (sentence, k, note)
+    assert empties  # the cases hold the empty hypothesis of the search
     page.context.close()
     assert page.left_machine == [] and page.errors == []
 
@@ -486,3 +738,79 @@ def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
     )
     assert "head 3" in page.inner_text(f"#{chart}")
     page.close()
+
+
+# --- figures a learner can read ------------------------------------------------------------------
+
+# Every page's figures are measured. The pages that draw the model and its searches must have
+# figures, and five of them are saved as screenshots: each the image of the chapter cell with that
+# tag (myst-nb gives a cell the class tag_<tag> for each of its tags).
+FIGURE_PAGES = (
+    "book/architecture.html",
+    "book/attention.html",
+    "book/decoding.html",
+    "book/fast_decoding.html",
+)
+FIGURE_SCREENSHOTS = {
+    "figure1": ("book/architecture.html", "figure-architecture"),
+    "worked_attention": ("book/attention.html", "figure-worked-attention"),
+    "step_by_step": ("book/decoding.html", "figure-step-by-step"),
+    "beam_tree": ("book/decoding.html", "figure-beam-tree"),
+    "cache": ("book/fast_decoding.html", "figure-cache"),
+}
+SMALLEST_TEXT_PX = 10
+# The size of every text of every figure image, as displayed. The book's matplotlib style keeps
+# text as SVG text (svg.fonttype "none"), its font size in the user units of the SVG's viewBox,
+# and the page shows the viewBox at the image's displayed width. A label's size is that of its
+# largest part: the sub- and superscripts of a math label are set at 0.7 of it, as in print.
+FIGURE_TEXT_SIZES = """async () => {
+  const figures = [];
+  for (const img of document.querySelectorAll('div.cell_output img')) {
+    const width = img.getBoundingClientRect().width;
+    const figure = {src: img.src.split('/').pop().slice(0, 12), texts: []};
+    if (img.src.endsWith('.svg')) {
+      const svg = new DOMParser().parseFromString(await (await fetch(img.src)).text(),
+                                                  'image/svg+xml').documentElement;
+      const scale = width / svg.viewBox.baseVal.width;  // displayed px per user unit
+      for (const text of svg.querySelectorAll('text')) {
+        const sizes = [text, ...text.querySelectorAll('tspan')]
+          .map(e => parseFloat(e.style.fontSize)).filter(size => size > 0);
+        figure.texts.push([Math.max(...sizes) * scale, text.textContent.trim().slice(0, 40)]);
+      }
+    }
+    figures.push(figure);
+  }
+  return figures;
+}"""
+
+
+def test_figures_can_be_read(browser, server: str) -> None:
+    """No figure of the book has text under 10 px as shown in a 1280 px window, and the pages that
+    draw the model and its searches have figures; screenshots of Figure 1, the worked attention,
+    the step-by-step decoding, the beam tree and the decoder's cache go to _build/screenshots/."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    too_small, unmeasured, smallest = [], [], {}
+    for page_path in book_pages():
+        page.goto(f"{server}/{page_path}", wait_until="load")
+        figures = page.evaluate(FIGURE_TEXT_SIZES)
+        assert figures or page_path not in FIGURE_PAGES, f"{page_path}: no figure found"
+        for figure in figures:
+            where = f"{page_path} {figure['src']}"
+            if not figure["texts"]:  # a raster image, or text drawn as outlines
+                unmeasured.append(where)
+                continue
+            size, text = min(figure["texts"])
+            smallest[where] = round(size, 1)
+            if size < SMALLEST_TEXT_PX:
+                too_small.append(f"{where}: {text!r} at {size:.1f} px")
+        for name, (path, tag) in FIGURE_SCREENSHOTS.items():
+            if path == page_path:
+                image = page.locator(f"div.tag_{tag} div.cell_output img")
+                assert image.count() == 1, f"{page_path}: no figure in the cell tagged {tag}"
+                image.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    context.close()
+    print("\nsmallest text as displayed, px:", smallest)
+    assert not unmeasured, f"figures whose text size cannot be read: {unmeasured}"
+    assert not too_small, f"figure text under {SMALLEST_TEXT_PX} px as displayed: {too_small}"

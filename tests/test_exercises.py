@@ -186,6 +186,17 @@ def test_a_wrong_answer_is_caught_in_one_line(exercise_id: str, capsys) -> None:
     assert "\n" not in result and capsys.readouterr().out == result + "\n"
 
 
+def test_a_notebook_shows_the_status_once(capsys) -> None:
+    """Printed, and returned equal to the printed line, but not displayed again as the value of
+    the cell (IPython's formatter gives no output for it, where a plain str shows in quotes)."""
+    from IPython.core.formatters import DisplayFormatter
+
+    result = run_exercise("batching.padding_mask", None)
+    assert result == NOT_ATTEMPTED and capsys.readouterr().out == NOT_ATTEMPTED + "\n"
+    assert DisplayFormatter().format(result) == ({}, {})
+    assert DisplayFormatter().format(str(result)) != ({}, {})  # the test can tell
+
+
 def _not_written(*args):
     raise NotImplementedError  # your answer
 

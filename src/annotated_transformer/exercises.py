@@ -5,11 +5,13 @@ where the reader writes a function, then
 
     run_exercise("batching.padding_mask", pad_mask)
 
-which prints (and returns) one line: "not attempted" while the function still raises
+which prints one line, once: "not attempted" while the function still raises
 `NotImplementedError` (or the answer is None), "correct" when it agrees with the package's own
 implementation on every input the check tries, or "not yet: ..." naming the input that failed,
 what was expected and what came back. It never raises: an error inside the reader's answer is
-reported in that line.
+reported in that line. It also returns the line (a `Status`, a `str` that a notebook does not
+show a second time as the cell's value), so that a solution can `assert run_exercise(...) ==
+"correct"`.
 
 Each check compares the answer with the code the chapter exported, on a few inputs drawn from a
 `torch.Generator` of its own. A check runs inside `torch.random.fork_rng`, so running an exercise
@@ -573,12 +575,25 @@ def check_answer(exercise_id: str, answer: Callable[..., Any] | None) -> str:
     return CORRECT if failure is None else _one_line(f"not yet: {failure}")
 
 
-def run_exercise(exercise_id: str, answer: Callable[..., Any] | None) -> str:
-    """Check a reader's answer to exercise `exercise_id`; print and return one line.
+class Status(str):
+    """The line `run_exercise` printed, returned as well.
+
+    It is that line as a `str` (`run_exercise(...) == "correct"`), and it displays nothing: as the
+    last expression of a notebook cell it would otherwise show the printed line a second time, in
+    quotes.
+    """
+
+    def _ipython_display_(self) -> None:
+        pass  # IPython shows an object with this method by calling it: here, nothing
+
+
+def run_exercise(exercise_id: str, answer: Callable[..., Any] | None) -> Status:
+    """Check a reader's answer to exercise `exercise_id`; print one line and return it.
 
     "not attempted" (the answer is None or raises NotImplementedError), "correct", or
-    "not yet: <the input that failed>: expected ..., got ...". Never raises.
+    "not yet: <the input that failed>: expected ..., got ...". Never raises. The returned
+    `Status` equals the printed line and does not display again in a notebook.
     """
-    result = check_answer(exercise_id, answer)
+    result = Status(check_answer(exercise_id, answer))
     print(result)
     return result

@@ -10,12 +10,17 @@ profile (see the introduction). Nothing happens at import time; the plotting lib
 imported only when a chapter asks, so the package itself does not need them.
 
 `add_to_class` lets a chapter write a class across cells, with prose between its methods.
+
+A chapter may run outside a clone of the book's repository (downloaded alone, or on Colab): one
+that reads the repository's files names them, `setup_chapter(reads=["results/multi30k-small"])`,
+and there stops at once with one line (`OutsideTheRepository`). `repository_address` reads the
+repository's one address from `_config.yml` for the introduction and `tools/first_cell.py`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -92,32 +97,55 @@ def enable_offline_altair() -> None:
     alt.renderers.enable(OFFLINE_RENDERER)
 
 
+# The book's matplotlib style. The page's content column is 776 px wide at a 1280 px window. An
+# SVG figure shows 96 px per inch, so one up to 8 inches wide shows at its own size, where a font
+# of s points is 4/3 s px; a wider one is shrunk to the column, its text with it. Every label must
+# read at 10 px or more (tests/test_browser.py measures it): at 8 inches that is 7.5 points, so
+# the style's smallest size is 9, a chapter's at least 8, and its figures at most 8 inches wide.
+BOOK_STYLE: dict[str, Any] = {
+    "figure.figsize": (7.0, 3.6),
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 10,
+    "figure.titlesize": 11,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    # Text stays text: selectable, searchable, sharp, and its size can be read back from the SVG.
+    # The reader's browser draws it in DejaVu Sans or a narrower sans-serif.
+    "svg.fonttype": "none",
+    "svg.hashsalt": "annotated-transformer",  # stable element ids between builds
+}
+
+
 def enable_crisp_matplotlib() -> None:
-    """Draw matplotlib figures as SVG: sharp at any zoom, in the notebook and in the book."""
+    """Draw matplotlib figures as SVG in the book's style (`BOOK_STYLE`): sharp at any zoom, with
+    text a reader can read in the page's column, in the notebook and in the book."""
     import matplotlib.pyplot as plt
     from matplotlib_inline.backend_inline import set_matplotlib_formats
 
     set_matplotlib_formats("svg")
-    plt.rcParams.update(
-        {
-            "figure.figsize": (7.0, 3.6),
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "axes.grid": True,
-            "grid.alpha": 0.3,
-            "svg.hashsalt": "annotated-transformer",  # stable element ids between builds
-        }
-    )
+    plt.rcParams.update(BOOK_STYLE)
 
 
-def setup_chapter(seed: int | None = 0) -> Profile:
+def setup_chapter(seed: int | None = 0, reads: Sequence[str] = ()) -> Profile:
     """Prepare a chapter: offline charts, crisp figures, seeded generators. Returns the profile.
 
-    It prints nothing: the introduction prints the profile once (`profile.describe()`), and a
-    chapter's first output is its own.
+    `reads` names the files of the book's repository that the chapter reads, relative to it
+    (`results/multi30k-small`; glob patterns allowed). A chapter opened outside a clone (downloaded
+    alone, or on Colab) stops here, saying in one line which files it needs, instead of failing
+    later. It prints nothing: the introduction prints the profile once (`profile.describe()`),
+    and a chapter's first output is its own.
     """
     import warnings
 
+    if reads:
+        repository_files(reads)
     enable_offline_altair()
     enable_crisp_matplotlib()
     # pooch imports tqdm.auto, which warns in a kernel without ipywidgets; the chapters show
@@ -143,14 +171,91 @@ def markdown_table(rows: list[dict[str, Any]]):  # -> IPython.display.Markdown
     return Markdown("\n".join(lines))
 
 
+class OutsideTheRepository(FileNotFoundError):
+    """A chapter reads files of the book's repository, and it is not run from a clone of it.
+
+    IPython (Jupyter, Colab) shows the message alone, one line, instead of a traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
 def project_root(start: str | Path = ".") -> Path:
     """The book's folder at or above `start`: the one holding `_toc.yml` and `results/`.
 
     The chapters read the committed records in `results/` from there, whether or not the book
-    is a git checkout.
+    is a git checkout. Outside a clone it raises `OutsideTheRepository`, one line.
     """
     start = Path(start).resolve()
     for folder in (start, *start.parents):
         if (folder / "_toc.yml").exists() and (folder / "results").is_dir():
             return folder
-    raise FileNotFoundError(f"no folder with _toc.yml and results/ at or above {start}")
+    raise OutsideTheRepository(
+        f"No clone of the book's repository at or above {start} (a folder holding _toc.yml and "
+        "results/): this chapter reads its files, so run it in a clone"
+    )
+
+
+def repository_files(reads: Sequence[str], start: str | Path = ".") -> Path:
+    """The clone at or above `start` that holds every file `reads` names (see `setup_chapter`)."""
+    named = " and ".join([", ".join(reads[:-1]), reads[-1]] if len(reads) > 1 else reads)
+    try:
+        root = project_root(start)
+    except OutsideTheRepository:
+        raise OutsideTheRepository(
+            f"This chapter reads {named}, kept in the book's repository and not in the "
+            'package: it runs only in a clone of the repository (see "Running the book" in the '
+            "introduction)"
+        ) from None
+    missing = [pattern for pattern in reads if next(root.glob(pattern), None) is None]
+    if missing:
+        raise OutsideTheRepository(f"This chapter reads {', '.join(missing)}, missing in {root}")
+    return root
+
+
+def repository_address(root: str | Path | None = None) -> tuple[str, str] | None:
+    """The book's repository (`repository: url:` and `branch:` of `_config.yml`), or None.
+
+    `root` is the clone (default: the one around the current folder). The launch buttons, the
+    chapters' hidden first cells (`tools/first_cell.py`) and the introduction's commands all come
+    from this one setting.
+    """
+    import yaml
+
+    folder = Path(root) if root is not None else project_root()
+    settings = yaml.safe_load((folder / "_config.yml").read_text(encoding="utf-8")) or {}
+    repository = settings.get("repository") or {}
+    url = str(repository.get("url") or "").strip().rstrip("/")
+    return (url, str(repository.get("branch") or "main")) if url else None
+
+
+def install_command(url: str, branch: str) -> str:
+    """The pip command that installs the package and the chapters' extras from the repository."""
+    return f'pip install "annotated-transformer[book] @ git+{url}@{branch}"'
+
+
+def running_the_book(root: str | Path | None = None):  # -> IPython.display.Markdown
+    """The introduction's commands: with the book's real address, or what to do without one."""
+    from IPython.display import Markdown
+
+    try:
+        address = repository_address(root if root is not None else project_root())
+    except OutsideTheRepository:
+        return Markdown("Outside a clone, this page cannot read the repository's address.")
+    if address is None:
+        return Markdown(
+            "This copy of the book names no repository address (`repository: url:` in "
+            "`_config.yml` is empty), so its pages have no Colab or Binder button and a chapter on "
+            "its own cannot install the package: run the chapters from a clone of the repository "
+            "you have the book from, with the commands above."
+        )
+    url, branch = address
+    folder = url.rsplit("/", 1)[-1].removesuffix(".git")
+    return Markdown(
+        f"The book's repository is <{url}>. To run every chapter on your machine:\n\n"
+        f"```bash\ngit clone --branch {branch} {url}\ncd {folder} && bash tools/book.sh\n```\n\n"
+        "A chapter on its own (its `.ipynb` from the download button, or the launch button's "
+        "Colab and Binder) installs the package in its first cell, as you would with "
+        f"`%{install_command(url, branch)}`."
+    )

@@ -14,6 +14,7 @@ project's `benchmarks/` folder use them too.
 """
 
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -75,6 +76,7 @@ def peak_step_memory(step: Callable[[], object], device: torch.device) -> int:
         return torch.cuda.max_memory_allocated(device) - before
     from torch.profiler import ProfilerActivity, profile
 
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # no profiler_start/stop lines on stderr
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     current = peak = 0
