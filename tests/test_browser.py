@@ -766,6 +766,8 @@ SMALLEST_TEXT_PX = 10
 FIGURE_TEXT_SIZES = """async () => {
   const figures = [];
   for (const img of document.querySelectorAll('div.cell_output img')) {
+    img.loading = 'eager';  // laid out at its displayed size before it is measured
+    await img.decode().catch(() => {});
     const width = img.getBoundingClientRect().width;
     const figure = {src: img.src.split('/').pop().slice(0, 12), texts: []};
     if (img.src.endsWith('.svg')) {
@@ -792,7 +794,7 @@ def test_figures_can_be_read(browser, server: str) -> None:
     page = context.new_page()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     too_small, unmeasured, smallest = [], [], {}
-    for page_path in book_pages():
+    for page_path in book_pages()[1:]:  # not index.html: it redirects to the introduction
         page.goto(f"{server}/{page_path}", wait_until="load")
         figures = page.evaluate(FIGURE_TEXT_SIZES)
         assert figures or page_path not in FIGURE_PAGES, f"{page_path}: no figure found"
