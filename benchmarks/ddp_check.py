@@ -57,8 +57,15 @@ def step_losses(run_dir: Path) -> list[float]:
 
 def bench_ddp(args: argparse.Namespace, argv: Sequence[str]) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    with tempfile.TemporaryDirectory(prefix="ddp-check-") as folder:  # three runs' checkpoints
+        return _compare(args, argv, device, Path(folder))
+
+
+def _compare(
+    args: argparse.Namespace, argv: Sequence[str], device: torch.device, work: Path
+) -> int:
+    """Run the three trainings in `work`, compare them, write the record."""
     script = str(Path(__file__).resolve())
-    work = Path(tempfile.mkdtemp(prefix="ddp-check-"))
     common = [args.data_dir or "", args.preset, str(args.steps), device.type]
     runs = {
         "plain": [sys.executable, script, "--worker", str(work / "plain"), *common],
