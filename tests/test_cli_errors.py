@@ -443,10 +443,11 @@ CASES = [
          ("train", "--preset", "tiny", "--resume", "--out", "empty"), 1,
          "--resume: empty holds no run to resume", "exit 1, says to leave out --resume",
          setup=empty_folder("empty"), note="empty: an empty folder"),
-    Case("resume-over-a-log-without-checkpoints", IN_USE, ("train", "--resume", "--out", "run"), 1,
-         "holds no checkpoint, but its metrics.jsonl logs steps up to 2",
-         "exit 1, the log is kept", setup=without_checkpoint,
-         note="run: a run whose checkpoints were deleted"),
+    Case("train-over-a-run-stopped-early", IN_USE, (*T, "run"), 1,
+         "run already holds a run (config.json, src_vocab.json, tgt_vocab.json): pass --resume",
+         "exit 1, says to pass --resume",
+         setup=lambda folder: (folder / "run" / CHECKPOINT).unlink(),
+         note="run: a run stopped before its first checkpoint"),
     Case("train-diverges", DIVERGED, ("train", "--resume", "--out", "hot", "--max-steps", "12",
          "--no-progress"), 1, "training diverged at step ",
          "exit 1 at the first NaN, names the step and the value; no NaN checkpoint, no NaN in "
@@ -1167,12 +1168,10 @@ def test_a_run_folder_in_use_or_holding_a_run_is_never_replaced(capsys, folder, 
     before = snapshot(folder)
     fails(capsys, 1, f"{run} already holds a run (config.json, metrics.jsonl, src_vocab.json",
           "train", *TINY, "--out", str(run))  # fmt: skip
-    fails(capsys, 1, "holds no checkpoint, but its metrics.jsonl logs steps up to 2", "train",
-          "--resume", "--out", str(run))  # fmt: skip
     assert snapshot(folder) == before
     fails(capsys, 1, "holds no run to resume (no checkpoint or config.json)", "train", *TINY,
           "--resume", "--out", str(folder / "new"))  # fmt: skip
-    (run / "metrics.jsonl").unlink()  # its settings alone: --resume starts it again
+    # --resume: from its settings (config.json), from step 0 again
     code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--no-progress")
     assert code == 0 and (run / CHECKPOINT).exists(), err
 

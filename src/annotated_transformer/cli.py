@@ -283,12 +283,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     changes = _set_changes(args)
     if args.preset is None and not args.resume:
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
-    from annotated_transformer.training.checkpoints import list_checkpoints
-    from annotated_transformer.training.guards import torchrun_environment
+    from annotated_transformer.training.guards import holds_a_run, torchrun_environment
     from annotated_transformer.training.run import check_run_folder, train
 
-    out = Path(args.out)
-    if args.preset is None and not (list_checkpoints(out) or (out / "config.json").is_file()):
+    if args.preset is None and not holds_a_run(Path(args.out)):
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
                          "checkpoint or a config.json")  # fmt: skip
     rank, _, _ = torchrun_environment()  # (rank 0 checks the folder for the whole job)

@@ -98,40 +98,25 @@ class RunLock:
             self.fd = None
 
 
-def logged_steps(path: Path) -> list[int]:
-    """The steps of the records in a metrics.jsonl (none if it is missing or unreadable)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    steps = []
-    for line in lines:
-        try:
-            steps.append(int(json.loads(line)["step"]))
-        except (ValueError, KeyError, TypeError):  # (a line torn by a kill)
-            pass
-    return steps
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a run to resume: a checkpoint, or the config.json of a run that was
+    stopped before its first checkpoint."""
+    return bool(list_checkpoints(run_dir)) or (run_dir / "config.json").is_file()
 
 
 def check_history(run_dir: Path, history: list[str], resume: bool) -> None:
     """Never start afresh over a run: `history` (the names of a run's files in `run_dir`) needs
-    `resume`, and `resume` needs a run: a checkpoint, or the config.json of a run without one."""
+    `resume`, and `resume` needs a run. (A run stopped before its first checkpoint starts again
+    from its config.json, dropping the lines of its log, as a resume drops those past its
+    checkpoint.)"""
     checkpoints = sorted(name for name in history if NAME.match(name))
     if history and not resume:
         held = checkpoints[-1] if checkpoints else ", ".join(sorted(history))
         raise ValueError(f"{run_dir} already holds a run ({held}): pass --resume to continue "
                          f"it, or choose another --out")  # fmt: skip
-    if not resume or checkpoints:
-        return
-    if "config.json" not in history:
+    if resume and not checkpoints and "config.json" not in history:
         raise ValueError(f"--resume: {run_dir} holds no run to resume (no checkpoint or "
                          f"config.json): leave out --resume to start one")  # fmt: skip
-    steps = logged_steps(run_dir / "metrics.jsonl")
-    if steps:
-        raise ValueError(
-            f"--resume: {run_dir} holds no checkpoint, but its metrics.jsonl logs steps up to "
-            f"{max(steps)}, which a run started again would drop: move it away to start again"
-        )
 
 
 def damage(path: Path) -> str:

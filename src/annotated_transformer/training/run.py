@@ -12,7 +12,8 @@ due), then `finish`.
 
 A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json` (and `bpe.json` when the
 run reads BPE pieces), `run.json` (the command, versions and device), `metrics.jsonl` (one JSON
-object per line) and `checkpoint-STEP.pt` files.
+object per line), `checkpoint-STEP.pt` files and `train.lock`, which the job training there
+holds.
 """
 
 import json
