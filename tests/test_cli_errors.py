@@ -14,6 +14,7 @@ on a full disk, outputs checked before any work, files replaced only when this t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -24,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,9 +55,12 @@ UNWRITABLE = "an output that cannot be written"
 CLOBBER = "an output that would replace a file this tool did not write"
 MACHINE = "something the machine lacks"
 DISK_FULL = "a full disk"
+IN_USE = "a run folder in use, or holding a run"
+DIVERGED = "a diverged run or checkpoint"
+ENVIRONMENT = "torchrun variables that do not fit"
 CLASSES = (
     OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
-    CLOBBER, MACHINE, DISK_FULL,
+    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT,
 )  # fmt: skip
 
 
@@ -142,6 +146,45 @@ def copy_of_checkpoint(name: str) -> Callable[[Path], None]:
     return lambda folder: shutil.copyfile(folder / "run" / CHECKPOINT, folder / name)
 
 
+# Issue 32, runs: what its cases need
+def nan_checkpoint(name: str) -> Callable[[Path], None]:
+    """A setup: a copy of the run's checkpoint whose first weight is NaN (a diverged run's)."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+
+        payload = load_checkpoint(folder / "run" / CHECKPOINT)
+        del payload["path"]
+        weight = next(k for k, v in payload["model"].items() if v.is_floating_point())
+        payload["model"][weight] = torch_full_like(payload["model"][weight], float("nan"))
+        save_checkpoint(folder / name, payload)
+
+    return setup
+
+
+def torch_full_like(tensor, value: float):
+    import torch
+
+    return torch.full_like(tensor, value)
+
+
+def without_checkpoint(folder: Path) -> None:
+    """The run finished, and its checkpoints were deleted; its log stays."""
+    (folder / "run" / CHECKPOINT).unlink()
+    lines = [{"step": 1, "kind": "train", "loss": 9.0}, {"step": 2, "kind": "train", "loss": 8.0}]
+    (folder / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def edited(name: str, change: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """A setup: the run's file `name`, changed by hand (or cut short)."""
+
+    def setup(folder: Path) -> None:
+        path = folder / "run" / name
+        path.write_bytes(change(path.read_bytes()))
+
+    return setup
+
+
 # --- the table -----------------------------------------------------------------------------------
 
 
@@ -160,9 +203,14 @@ class Case:
     disk_full: str | None = None  # writing a file of this name fails: no space left on device
     note: str = ""  # shown after the example
     needs_no_cuda: bool = False
+    env: tuple[str, ...] = ()  # NAME=VALUE: environment variables set for it, shown
+    inject: tuple[str, ...] = ()  # NAME=VALUE: set for it, not shown (see SITECUSTOMIZE)
+    locked: str | None = None  # the folder whose train.lock the test holds while it runs
 
     def example(self) -> str:
         command = shlex.join(["annotated-transformer", *self.argv])
+        if self.env:
+            command = " ".join([*map(shlex.quote, self.env), command])
         if self.stdin is None:
             command += " <&-"
         elif self.stdin:  # as printf writes it: \n, and \xHH for a byte that is not ASCII
@@ -384,6 +432,86 @@ CASES = [
          "cannot write average.pt: No space left on device; the previous file is unchanged",
          "exit 1, names the file; the previous average.pt is kept",
          setup=copy_of_checkpoint("average.pt"), disk_full="average.pt", note="on a full disk"),
+    # Issue 32, runs
+    Case("train-on-a-run-in-use", IN_USE, ("train", "--resume", "--out", "run"), 1,
+         "run is in use by another training job (pid ", "exit 1, names the job's pid",
+         locked="run", note="run: another job trains there"),
+    Case("train-over-a-run-without-checkpoints", IN_USE, (*T, "run"), 1,
+         "run already holds a run (config.json, metrics.jsonl, ", "exit 1, replaces none",
+         setup=without_checkpoint, note="run: a finished run whose checkpoints were deleted"),
+    Case("resume-without-a-run", IN_USE,
+         ("train", "--preset", "tiny", "--resume", "--out", "empty"), 1,
+         "--resume: empty holds no run to resume", "exit 1, says to leave out --resume",
+         setup=empty_folder("empty"), note="empty: an empty folder"),
+    Case("train-over-a-run-stopped-early", IN_USE, (*T, "run"), 1,
+         "run already holds a run (config.json, src_vocab.json, tgt_vocab.json): pass --resume",
+         "exit 1, says to pass --resume",
+         setup=lambda folder: (folder / "run" / CHECKPOINT).unlink(),
+         note="run: a run stopped before its first checkpoint"),
+    Case("train-diverges", DIVERGED, ("train", "--resume", "--out", "hot", "--max-steps", "12",
+         "--no-progress"), 1, "training diverged at step ",
+         "exit 1 at the first NaN, names the step and the value; no NaN checkpoint, no NaN in "
+         "metrics.jsonl", setup=both(empty_folder("hot"), checkpoint_with(
+             "hot/checkpoint-00000002.pt", lr_factor=1e9, warmup=1)),
+         inject=("SMALL_DATA=1",), note="hot: a run with --set lr_factor=1e9 --set warmup=1"),
+    Case("translate-a-diverged-checkpoint", DIVERGED,
+         ("translate", "--checkpoint", "nan.pt", SENTENCE), 1,
+         "nan.pt: the weight encoder.layers.0.self_attn.w_q.weight holds NaN",
+         "exit 1, names the weight",
+         setup=nan_checkpoint("nan.pt"), note="nan.pt: a checkpoint holding NaN"),
+    Case("evaluate-a-diverged-checkpoint", DIVERGED, ("evaluate", "--checkpoint", "nan.pt"), 1,
+         "nan.pt: the weight encoder.layers.0.self_attn.w_q.weight holds NaN",
+         "exit 1, before any data",
+         setup=nan_checkpoint("nan.pt"), note="nan.pt: as above"),
+    Case("average-a-diverged-checkpoint", DIVERGED,
+         ("average", "run", "nan.pt", "--last", "1", "--out", "avg.pt"), 1,
+         "nan.pt: the weight encoder.layers.0.self_attn.w_q.weight holds NaN",
+         "exit 1, writes nothing",
+         setup=nan_checkpoint("nan.pt"), note="nan.pt: as above"),
+    Case("world-size-not-a-number", ENVIRONMENT, (*T, "new"), 1,
+         "WORLD_SIZE='two' is not an integer: run under torchrun", "exit 1, names the variable",
+         env=("WORLD_SIZE=two",)),
+    Case("rank-without-world-size", ENVIRONMENT, (*T, "new"), 1,
+         "RANK set without WORLD_SIZE", "exit 1, names both", env=("RANK=1",)),
+    Case("rank-beyond-world-size", ENVIRONMENT, (*T, "new"), 1,
+         "RANK=2 is not below WORLD_SIZE=2", "exit 1, names both",
+         env=("WORLD_SIZE=2", "RANK=2", "LOCAL_RANK=0", "MASTER_ADDR=localhost",
+              "MASTER_PORT=29500")),
+    Case("local-rank-above-rank", ENVIRONMENT, (*T, "new"), 1,
+         "LOCAL_RANK=1 is above RANK=0", "exit 1, names both",
+         env=("WORLD_SIZE=2", "RANK=0", "LOCAL_RANK=1", "MASTER_ADDR=localhost",
+              "MASTER_PORT=29500")),
+    Case("master-addr-empty", ENVIRONMENT, (*T, "new"), 1, "MASTER_ADDR is set but empty",
+         "exit 1, names it", env=("WORLD_SIZE=2", "RANK=0", "LOCAL_RANK=0", "MASTER_ADDR=",
+                                  "MASTER_PORT=29500")),
+    Case("world-size-without-the-rest", ENVIRONMENT, (*T, "new"), 1,
+         "WORLD_SIZE=2 is set without RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT",
+         "exit 1, names what is missing", env=("WORLD_SIZE=2",)),
+    Case("compile-without-a-compiler", MACHINE, (*T, "new", "--set", "compile=true"), 1,
+         "setting compile=true: torch.compile cannot run here", "exit 1, before any file",
+         inject=("PATH=/no-compiler-here", "CXX="), note="no C++ compiler on the machine"),
+    Case("config-json-cut-short", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
+         "run/config.json is not valid JSON (line 17 column 1", "exit 1, names the file and "
+         "what is wrong", setup=edited("config.json", lambda data: data[: len(data) // 2]),
+         note="run/config.json: its first half"),
+    Case("config-json-unknown-setting", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
+         "run/config.json: unknown setting 'foo'", "exit 1, names the file and the setting",
+         setup=edited("config.json", lambda data: data.replace(b"5\n}", b'5, "foo": 1\n}')),
+         note='run/config.json: "foo": 1 added'),
+    Case("config-json-not-utf8", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
+         "run/config.json is not UTF-8 text (byte 0xf6", "exit 1, names the file and the byte",
+         setup=edited("config.json", lambda data: data.replace(b'"word"', b'"w\xf6rd"')),
+         note="run/config.json: saved as Latin-1"),
+    Case("metrics-hand-edited", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
+         "run/metrics.jsonl is not valid JSON (line 2 column 1", "exit 1, names the file and line",
+         setup=write("run/metrics.jsonl", '{"step": 1, "kind": "train"}\n# good run\n'
+                     '{"step": 2, "kind": "train"}\n'), note="run/metrics.jsonl: a note added"),
+    Case("disk-full-in-torch-save", DISK_FULL,
+         ("average", "run", "--last", "1", "--out", "average.pt"), 1,
+         "cannot write average.pt: No space left on device; the previous file is unchanged",
+         "exit 1, names the file (not PyTorch's \"unexpected pos\")",
+         setup=copy_of_checkpoint("average.pt"), disk_full="average.pt",
+         inject=("FULL_DISK_AT=write",), note="the disk fills up inside torch.save"),
 ]  # fmt: skip
 
 
@@ -413,6 +541,32 @@ def fsync(fd):
 
 
 os.fsync = fsync
+
+if os.environ.get("FULL_DISK_AT") == "write":  # a write fails (inside torch.save too), not fsync
+    import builtins
+    import io
+
+    _open = builtins.open
+
+    class _FullDisk(io.FileIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def _full_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, int) and "w" in mode and "b" in mode and (
+            os.environ["FULL_DISK_FILE"] in os.readlink(f"/proc/self/fd/{file}")
+        ):
+            return io.BufferedWriter(_FullDisk(file, "w"))
+        return _open(file, mode, *args, **kwargs)
+
+    builtins.open = _full_open
+
+if os.environ.get("SMALL_DATA"):  # every split: a few sentences, not Multi30k
+    from annotated_transformer.data import multi30k as _multi30k
+
+    _PAIRS = [("Ein Hund rennt über die Wiese.", "A dog runs across the meadow."),
+              ("Eine Frau lacht.", "A woman laughs."), ("Ein Mann fährt Rad.", "A man rides.")] * 8
+    _multi30k.read_split = lambda split, data_dir=None: list(_PAIRS)
 '''
 
 
@@ -447,9 +601,12 @@ def environment(case: Case, full_disk: Path) -> dict[str, str]:
     env = dict(os.environ)
     # Data from the local copy; with none, a folder that is not there rather than a download.
     env[multi30k.DATA_DIR_ENV] = str(local) if local else str(ROOT / "no-multi30k-here")
-    if case.disk_full:
+    if case.disk_full or case.inject:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(full_disk), env.get("PYTHONPATH")]))
-        env["FULL_DISK_FILE"] = case.disk_full
+        env["FULL_DISK_FILE"] = case.disk_full or "no file"
+    for setting in (*case.env, *case.inject):
+        name, _, value = setting.partition("=")
+        env[name] = value
     return env
 
 
@@ -468,6 +625,20 @@ def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedP
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def holding(run_dir: Path) -> Iterator[None]:
+    """Hold the lock of `run_dir` as a training job does (this process's pid in train.lock)."""
+    import fcntl
+
+    fd = os.open(run_dir / "train.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
 def check_one_error_line(stderr: str, status: int, message: str, logs: bool = False) -> None:
     """Exactly one error line, the last, holding `message`; before it, only argparse's usage
     (or, with `logs`, what a training run logs before it fails)."""
@@ -484,11 +655,12 @@ def check_one_error_line(stderr: str, status: int, message: str, logs: bool = Fa
 def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk):
     if case.setup is not None:
         case.setup(folder)
-    before = snapshot(folder)
-    result = run_case(case, folder, full_disk)
+    with holding(folder / case.locked) if case.locked else contextlib.nullcontext():
+        before = snapshot(folder)
+        result = run_case(case, folder, full_disk)
     stdout, stderr = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == case.status, stderr
-    check_one_error_line(stderr, case.status, case.message)
+    check_one_error_line(stderr, case.status, case.message, logs=case.kind == DIVERGED)
     assert "Traceback" not in stdout and "weights_only=False" not in stderr
     after = snapshot(folder)
     assert {name: after.get(name) for name in before} == before  # every file as it was
@@ -787,8 +959,8 @@ def test_a_run_whose_files_do_not_fit_is_exit_1_and_nothing_trains(capsys, folde
     assert snapshot(run) == before  # nothing trained, nothing written
     (run / "config.json").write_text("{not json", encoding="utf-8")
     (run / "src_vocab.json").unlink()
-    fails(capsys, 1, "config.json, not written by the trainer", "train", "--resume",
-          "--out", str(run), "--max-steps", "3")  # fmt: skip
+    fails(capsys, 1, "config.json is not valid JSON (line 1 column 2: Expecting property name",
+          "train", "--resume", "--out", str(run), "--max-steps", "3")  # fmt: skip
 
 
 UNWRITABLE_OUTPUTS = [  # (how, the path relative to the folder, the message)
@@ -970,13 +1142,79 @@ def test_a_full_disk_while_writing_outputs_keeps_the_previous_ones(
 
 def test_a_resumed_run_removes_what_an_interrupted_save_left(capsys, folder, small_data):
     run = folder / "run"
-    left = run / ".checkpoint-00000003.pt.k1ll3d.tmp"
+    dead = subprocess.Popen(["true"])  # a process that no longer runs
+    dead.wait()
+    left = run / f".checkpoint-00000003.pt.written-by-{dead.pid}.k1ll3d00.tmp"
     left.write_bytes(b"half a checkpoint")
     code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--max-steps", "3",
                            "--no-progress")  # fmt: skip
     assert code == 0, err
     assert f"removed {left.name}, left by an interrupted save" in err
     assert not temporaries(folder) and (run / "checkpoint-00000003.pt").exists()
+
+
+# Issue 32, runs: one test per class of error
+
+
+def test_a_run_folder_in_use_or_holding_a_run_is_never_replaced(capsys, folder, small_data):
+    run = folder / "run"
+    with holding(run):
+        before = snapshot(folder)
+        for argv in (("--resume",), ("--preset", "tiny")):
+            fails(capsys, 1, f"{run} is in use by another training job (pid {os.getpid()},",
+                  "train", *argv, "--out", str(run))  # fmt: skip
+        assert snapshot(folder) == before
+    without_checkpoint(folder)  # a finished run whose checkpoints were deleted
+    before = snapshot(folder)
+    fails(capsys, 1, f"{run} already holds a run (config.json, metrics.jsonl, src_vocab.json",
+          "train", *TINY, "--out", str(run))  # fmt: skip
+    assert snapshot(folder) == before
+    fails(capsys, 1, "holds no run to resume (no checkpoint or config.json)", "train", *TINY,
+          "--resume", "--out", str(folder / "new"))  # fmt: skip
+    # --resume: from its settings (config.json), from step 0 again
+    code, _, err = run_cli(capsys, "train", "--resume", "--out", str(run), "--no-progress")
+    assert code == 0 and (run / CHECKPOINT).exists(), err
+
+
+def test_a_diverged_run_stops_and_its_checkpoints_hold_no_nan(capsys, folder, small_data):
+    from annotated_transformer.training.checkpoints import load_checkpoint
+
+    out = folder / "hot"
+    err = fails(capsys, 1, "training diverged at step ", "train", *TINY, "--out", str(out),
+                "--max-steps", "40", "--set", "lr_factor=1e9", "--set", "warmup=1",
+                "--set", "save_every=1", "--set", "log_every=1")  # fmt: skip
+    step = int(err.split("training diverged at step ")[1].split(":")[0])
+    assert [load_checkpoint(out)["train_state"]["step"]] == [step - 1]  # the last finite one
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert "NaN" not in "".join(lines) and json.loads(lines[-1])["finite"] is False
+    nan_checkpoint("nan.pt")(folder)
+    nan, average = str(folder / "nan.pt"), str(folder / "avg.pt")
+    for argv in (
+        ("translate", "--checkpoint", nan, "Hund."),
+        ("average", nan, "--out", average),
+        ("evaluate", "--checkpoint", nan),
+    ):
+        fails(
+            capsys, 1, "nan.pt: the weight encoder.layers.0.self_attn.w_q.weight holds NaN", *argv
+        )
+    assert not (folder / "avg.pt").exists()
+
+
+def test_torchruns_variables_that_do_not_fit_are_refused_before_any_file(
+    capsys, monkeypatch, tmp_path
+):
+    out = tmp_path / "new"
+    for variables, message in (
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
+        ({"RANK": "0", "LOCAL_RANK": "0"}, "RANK, LOCAL_RANK set without WORLD_SIZE"),
+        ({"WORLD_SIZE": "4", "RANK": "1", "LOCAL_RANK": "2", "MASTER_ADDR": "node1",
+          "MASTER_PORT": "29500"}, "LOCAL_RANK=2 is above RANK=1"),
+    ):  # fmt: skip
+        with monkeypatch.context() as patch:
+            for name, value in variables.items():
+                patch.setenv(name, value)
+            fails(capsys, 1, message, "train", *TINY, "--out", str(out))
+        assert not out.exists()
 
 
 # --- every subcommand, and the help --------------------------------------------------------------
@@ -1046,6 +1284,9 @@ CLASS_TESTS = {  # each class of error, and the test that goes further than the 
     CLOBBER: test_no_command_replaces_a_file_it_did_not_write,
     MACHINE: test_what_the_machine_lacks_is_exit_1,
     DISK_FULL: test_a_full_disk_while_writing_outputs_keeps_the_previous_ones,
+    IN_USE: test_a_run_folder_in_use_or_holding_a_run_is_never_replaced,
+    DIVERGED: test_a_diverged_run_stops_and_its_checkpoints_hold_no_nan,
+    ENVIRONMENT: test_torchruns_variables_that_do_not_fit_are_refused_before_any_file,
 }
 
 

@@ -39,11 +39,14 @@ exit status:
   1      a problem with the files or the machine: a missing or damaged checkpoint or data
          file, a bad config.json, an output that cannot be written or that would replace a
          file this tool did not write, no CUDA for --device cuda, a closed standard input,
-         a full disk
+         a full disk; train: a run folder in use by another job or holding a run (without
+         --resume), a diverged run, torchrun variables that do not fit, compile=true
+         without a C++ compiler
   2      a mistake in what was typed: an unknown command or option, a bad value (--set,
          --beam, --alpha, --split, ...), nothing to translate
   130    interrupted (Ctrl-C)
-  128+N  train only: stopped by signal N after saving a checkpoint (continue with --resume)
+  128+N  train only: stopped by signal N (129 SIGHUP: the terminal closed; 130 SIGINT;
+         143 SIGTERM) after saving a checkpoint (continue with --resume)
 
 Every command checks where it will write before it reads or computes anything. Files are
 written whole or not at all, and no command replaces a file it did not write."""
@@ -280,9 +283,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     changes = _set_changes(args)
     if args.preset is None and not args.resume:
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
+    from annotated_transformer.training.guards import holds_a_run, torchrun_environment
     from annotated_transformer.training.run import check_run_folder, train
 
-    check_run_folder(Path(args.out))
+    if args.preset is None and not holds_a_run(Path(args.out)):
+        raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
+                         "checkpoint or a config.json")  # fmt: skip
+    rank, _, _ = torchrun_environment()  # (rank 0 checks the folder for the whole job)
+    if rank == 0:
+        check_run_folder(Path(args.out), args.resume)
     config = _train_config(args, changes)
     _check_device(args.device)
     outcome = train(

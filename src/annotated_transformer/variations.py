@@ -180,13 +180,15 @@ def run(
     with the `command` that makes it (`run_grid` gives it)."""
     from annotated_transformer.evaluation import scores as evaluation
     from annotated_transformer.model.transformer import count_parameters
+    from annotated_transformer.training.guards import holds_a_run
     from annotated_transformer.training.run import train
     from annotated_transformer.translator import Translator
     from annotated_transformer.util.device import describe_device
 
     config = base.replace(**variation.changes)
     started = time.monotonic()
-    outcome = train(config, runs / variation.name, data_dir=data_dir, resume=True,
+    resume = holds_a_run(runs / variation.name)  # (continue it, if it was started)
+    outcome = train(config, runs / variation.name, data_dir=data_dir, resume=resume,
                     device=device, progress=False, log=lambda message: None)  # fmt: skip
     translator = Translator.from_checkpoint(outcome.checkpoint, device=device)
     scored = evaluation.evaluate_split(translator, "val", data_dir, beam_size=4, alpha=0.6)

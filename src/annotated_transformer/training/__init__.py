@@ -14,6 +14,8 @@
 - `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
 - `run`: a whole training run on Multi30k, in a few named steps around one `Run`: resumable,
   interruptible ("Engineering a training run").
+- `guards`: one job per run folder, its history kept, divergence stopped, torchrun's variables
+  and compile checked ("How the package is built: files, downloads and records").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it

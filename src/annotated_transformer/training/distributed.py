@@ -10,12 +10,13 @@ its `LOCAL_RANK` on its machine, and where to meet (`MASTER_ADDR`, `MASTER_PORT`
 torchrun, a process is alone: rank 0 of 1, and nothing here talks to anyone.
 """
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from annotated_transformer.training.guards import torchrun_environment
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,9 @@ def init_processes(device: str | None = None) -> Processes:
     want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if want.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' asked for, but PyTorch sees no CUDA GPU")
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world_size, local_rank = torchrun_environment()  # (checked: a ValueError names them)
     if world_size == 1:
         return Processes(0, 1, 0, want, None)
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     if want.type == "cuda":
         want = torch.device("cuda", local_rank)
         torch.cuda.set_device(want)

@@ -12,10 +12,10 @@ due), then `finish`.
 
 A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json` (and `bpe.json` when the
 run reads BPE pieces), `run.json` (the command, versions and device), `metrics.jsonl` (one JSON
-object per line) and `checkpoint-STEP.pt` files.
+object per line), `checkpoint-STEP.pt` files and `train.lock`, which the job training there
+holds.
 """
 
-import fnmatch
 import json
 import os
 import platform
@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,20 @@ from annotated_transformer.training.distributed import (
 )
 from annotated_transformer.training.distributed import shutdown as leave_processes
 from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+from annotated_transformer.training.guards import (
+    LOCK,
+    RunLock,
+    check_compile,
+    check_history,
+    check_not_in_use,
+    damage,
+    diverged,
+    json_line,
+    leave_the_terminal,
+    non_finite_weight,
+    not_finite,
+    torchrun_environment,
+)
 from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import (
     StepResult,
@@ -140,11 +155,15 @@ def prepare_data(
     return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
 
 
-class StopRequests:
-    """While in use, SIGINT and SIGTERM are recorded, so that the loop can save and stop.
+HANGUP = getattr(signal, "SIGHUP", None)  # (Windows has none)
 
-    A second Ctrl-C stops at once, without saving. Only the main thread may set signal handlers;
-    in another thread nothing is caught.
+
+class StopRequests:
+    """While in use, SIGINT, SIGTERM and SIGHUP are recorded, so that the loop can save and stop.
+
+    A second Ctrl-C stops at once, without saving. After SIGHUP, output meant for the closed
+    terminal goes nowhere; under `nohup` (SIGHUP ignored) the run goes on. Only the main thread
+    may set signal handlers; in another thread nothing is caught.
     """
 
     def __init__(self) -> None:
@@ -153,9 +172,9 @@ class StopRequests:
 
     def __enter__(self) -> "StopRequests":
         if threading.current_thread() is threading.main_thread():
-            self.previous = {
-                s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)
-            }
+            hangup = HANGUP is not None and signal.getsignal(HANGUP) != signal.SIG_IGN  # (nohup)
+            stopping = [signal.SIGINT, signal.SIGTERM, *([HANGUP] if hangup else [])]
+            self.previous = {s: signal.signal(s, self.handle) for s in stopping}
         return self
 
     def __exit__(self, *exception: object) -> None:
@@ -165,6 +184,8 @@ class StopRequests:
     def handle(self, signum: int, frame: object) -> None:
         if self.caught and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if signum == HANGUP:
+            leave_the_terminal()
         self.caught.append(signum)
 
 
@@ -189,7 +210,7 @@ class MetricsLog:
 
     def write(self, **record: object) -> None:
         if self.enabled:
-            append_line(self.path, json.dumps(record) + "\n")
+            append_line(self.path, json_line(record))  # (NaN: null)
 
 
 def append_line(path: Path, line: str) -> None:
@@ -219,15 +240,21 @@ RUN_FILES = ("config.json", "src_vocab.json", "tgt_vocab.json", "bpe.json", "run
              "metrics.jsonl")  # fmt: skip
 
 
-def check_run_folder(run_dir: Path) -> None:
-    """Refuse a `run_dir` that is a file, or whose files the trainer would replace without having
-    written them: it must be new or empty, or a run folder whose `RUN_FILES` are the trainer's."""
+def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) -> None:
+    """Refuse a `run_dir` that is a file, that another job holds (unless this one, `held`), whose
+    files the trainer would replace without having written them (it must be new or empty, or a
+    run folder whose `RUN_FILES` are the trainer's), or whose history `resume` does not fit."""
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
+    if not held:
+        check_not_in_use(run_dir)
     present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
-    present = [name for name in present if not fnmatch.fnmatch(name, TEMPORARY.format(name="*"))]
+    present = [name for name in present if name != LOCK and not TEMPORARY.match(name)]
     named = [name for name in present if name in RUN_FILES or NAME.match(name)]
     foreign = [name for name in named if name in RUN_FILES and not trainer_wrote(run_dir / name)]
+    if foreign and (resume or len(foreign) < len(named)):  # a run's own files, damaged
+        raise ValueError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: cut short "
+                         f"or hand-edited? Restore it, or move it away")  # fmt: skip
     if foreign:
         raise ValueError(
             f"{run_dir} holds {', '.join(foreign)}, not written by the trainer (not in its "
@@ -239,6 +266,8 @@ def check_run_folder(run_dir: Path) -> None:
             f"{run_dir} is not a run folder (no checkpoint, config.json or run.json of the "
             f"trainer) and holds other files ({listed}): choose a new or empty folder for --out"
         )
+    averages = [name for name in present if name.endswith(".pt") and name not in named]
+    check_history(run_dir, named + averages, resume)
 
 
 def trainer_wrote(path: Path) -> bool:
@@ -541,6 +570,10 @@ def take_step(run: Run, group: list[list[int]], bar: tqdm) -> None:
     run.epoch_step += 1
     run.window.append(result)
     bar.update()
+    why = not_finite(result.loss, result.grad_norm)  # diverged: log the step (as null) and stop
+    if why:
+        log_window(run, result.lr, bar)
+        raise diverged(run.run_dir, run.state.step, why)
     if run.state.step % run.config.log_every == 0 or run.state.step == run.total:
         log_window(run, result.lr, bar)
     if run.state.step % run.config.eval_every == 0:
@@ -575,7 +608,10 @@ def validate_run(run: Run) -> None:
 
 def save(run: Run) -> Path:
     """A checkpoint of the run as it stands: rank 0 writes it, every process adds its random
-    state. Only the newest `keep` checkpoints are kept."""
+    state. Only the newest `keep` checkpoints are kept; weights that are not finite, never."""
+    bad = non_finite_weight(run.model.state_dict())  # (the same on every process)
+    if bad is not None:
+        raise diverged(run.run_dir, run.state.step, f"the weight {bad} holds NaN or inf")
     rng = gather(rng_state(run.procs.device), run.procs)
     path = checkpoint_path(run.run_dir, run.state.step)
     if run.procs.main:
@@ -628,17 +664,23 @@ def train(
 ) -> Outcome:
     """Train (or, with `resume`, continue) the run in `run_dir`. See the module docstring."""
     run_dir = Path(run_dir)
-    check_run_folder(run_dir)
-    procs = init_processes(device)
-    say = log if procs.main else (lambda message: None)
-    try:
-        check_writable(run_dir)
-        if procs.main:  # what a save cut short by a kill left behind
-            for path in remove_temporaries(run_dir):
-                say(f"removed {path.name}, left by an interrupted save")
-        return _train(config, run_dir, procs, data_dir, resume, progress, say)
-    finally:
-        leave_processes(procs)
+    rank, _, _ = torchrun_environment()  # checked, as compile and the folder, before any write
+    check_compile(config)
+    if rank == 0:  # (rank 0 checks and holds the folder for the job)
+        check_run_folder(run_dir, resume)
+    check_writable(run_dir)
+    with RunLock(run_dir) if rank == 0 else nullcontext():
+        if rank == 0:
+            check_run_folder(run_dir, resume, held=True)  # again: no other job changes it now
+        procs = init_processes(device)
+        say = log if procs.main else (lambda message: None)
+        try:
+            if procs.main:  # what a save cut short by a kill left behind
+                for path in remove_temporaries(run_dir):
+                    say(f"removed {path.name}, left by an interrupted save")
+            return _train(config, run_dir, procs, data_dir, resume, progress, say)
+        finally:
+            leave_processes(procs)
 
 
 def _train(

@@ -29,6 +29,7 @@ from annotated_transformer.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
+from annotated_transformer.training.guards import non_finite_weight
 from annotated_transformer.training.presets import TrainConfig
 
 
@@ -60,6 +61,10 @@ class SavedRun:
             raise ValueError(f"{where}: the BPE tokenizer does not match the vocabularies")
         check_vocab_files(where, src_vocab, tgt_vocab, bpe)
         weights = payload.pop("model")
+        bad = non_finite_weight(weights)
+        if bad is not None:
+            raise ValueError(f"{where}: the weight {bad} holds NaN or inf (the run had diverged "
+                             f"when it was saved): use an earlier checkpoint")  # fmt: skip
         extra = {k: v for k, v in payload.items() if k not in ("format", "version", "bpe")}
         return cls(config, src_vocab, tgt_vocab, weights, bpe, extra, Path(where))
 

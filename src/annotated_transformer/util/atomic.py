@@ -10,14 +10,17 @@ Vocabularies, checkpoints and run logs are written through it. A write that fail
 a folder that is not writable) raises `WriteFailed`, whose message names the file.
 """
 
+import errno
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-TEMPORARY = ".{name}.*.tmp"  # what atomic_write leaves behind only if the process is killed
+# What atomic_write leaves behind only if its process is killed: ".NAME.written-by-PID.XXXXXXXX.tmp"
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.written-by-(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$")
 
 
 class WriteFailed(OSError):
@@ -36,7 +39,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
     path = Path(path)
     encoding = None if "b" in mode else "utf-8"
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        prefix = f".{path.name}.written-by-{os.getpid()}."
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
     except OSError as error:
         raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from error
     try:
@@ -50,7 +54,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
         Path(tmp).unlink(missing_ok=True)
         if isinstance(error, WriteFailed):
             raise
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        reason = why_write_failed(error, path)
         message = f"cannot write {path}: {reason}; the previous file is unchanged"
         raise WriteFailed(message) from error
     except BaseException:
@@ -58,9 +62,48 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
         raise
 
 
+def why_write_failed(error: BaseException, path: Path) -> str:
+    """The system's reason for a failed write, also where `torch.save` hides it in a RuntimeError
+    ("[enforce fail at inline_container.cc:672] . unexpected pos ..."): the OSError it caught, else
+    a full disk if `os.statvfs` sees one, else PyTorch's first line."""
+    seen: BaseException | None = error
+    for _ in range(8):  # along the chain of causes
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        if seen is None:
+            break
+        seen = seen.__cause__ or seen.__context__
+    try:
+        disk = os.statvfs(path.parent)
+        if disk.f_bavail * disk.f_frsize < 1 << 20:  # less than 1 MiB left
+            return os.strerror(errno.ENOSPC)
+    except (AttributeError, OSError):  # (no statvfs on Windows)
+        pass
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"the write failed ({first or type(error).__name__})"
+
+
 def remove_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
-    """Delete what `atomic_write` left in `folder` when a process was killed mid-write."""
-    left = sorted(Path(folder).glob(TEMPORARY.format(name="*")))
+    """Delete what `atomic_write` left in `folder` when a process was killed mid-write: files
+    named as it names them, whose writer no longer runs; never a file of another name."""
+    left = sorted(
+        path
+        for path in Path(folder).iterdir()
+        if (match := TEMPORARY.match(path.name)) and not running(int(match["pid"]))
+    )
     for path in left:
         path.unlink(missing_ok=True)
     return left
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` runs (True where that cannot be told, as on Windows)."""
+    if pid == os.getpid() or os.name == "nt":  # (on Windows os.kill would end the process)
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, the process is only looked up
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # (another user's process: it runs)
+        return True
+    return True
