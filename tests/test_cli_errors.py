@@ -473,6 +473,14 @@ CASES = [
          "SHA256SUMS: line 1 is not a line of sha256sum", "exit 1, names the file and line",
          setup=shipped_sums("model.safetensors: ok\n"),
          note="shipped/SHA256SUMS: another program's list"),
+    Case("shipped-folder-to-average", NOT_CHECKPOINT, ("average", "shipped", "--out", "avg.pt"),
+         1, "shipped: a model written by save-pretrained (it holds SHA256SUMS), not a run folder",
+         "exit 1, says what the folder is and which commands take it", setup=shipped_with(),
+         note="shipped: a save-pretrained folder"),
+    Case("shipped-folder-to-save-pretrained", NOT_CHECKPOINT,
+         ("save-pretrained", "shipped", "--out", "again"), 1,
+         "give it to translate, evaluate, attention or export-onnx as --checkpoint",
+         "exit 1, as above", setup=shipped_with(), note="shipped: a save-pretrained folder"),
 ]  # fmt: skip
 
 

@@ -816,7 +816,7 @@ def _fail(error: BaseException, status: int) -> int:
     return status
 
 
-OUTPUTS = ("out", "output", "results", "runs", "data_dir", "checkpoint", "tag")  # paths typed
+OUTPUTS = ("out", "output", "results", "runs", "data_dir", "checkpoint")  # paths typed
 
 
 def _check_paths_and_stdout(args: argparse.Namespace) -> None:

@@ -73,18 +73,19 @@ MAX_ALPHA = 10.0  # the largest length penalty α: lp = ((5 + |Y|) / 6)^α stays
 def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any) -> tuple[int, int, float]:
     """(beam_size, n_best, alpha) as int, int, float (NumPy numbers too) if 1 <= n_best <=
     beam_size and 0 <= alpha <= MAX_ALPHA, else a ValueError naming the setting."""
-    sizes = []
-    for name, value in (("beam_size", beam_size), ("n_best", n_best)):
-        if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        sizes.append(int(value))
-    if sizes[1] > sizes[0]:
-        raise ValueError(f"n_best must be between 1 and beam_size={sizes[0]}, got {sizes[1]}")
+
+    def integer(value: Any) -> bool:  # (NumPy's too, but not True or 2.0)
+        return hasattr(value, "__index__") and not isinstance(value, bool)
+
+    if not integer(beam_size) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
+    if not integer(n_best) or not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best!r}")
     number = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
     if not number or not 0 <= float(alpha) <= MAX_ALPHA:  # (also refuses NaN and inf)
-        raise ValueError(f"alpha must be a number in [0, {MAX_ALPHA:g}] (the paper uses 0.6), "
+        raise ValueError(f"alpha must be >= 0 and at most {MAX_ALPHA:g} (the paper uses 0.6), "
                          f"got {alpha!r}")  # fmt: skip
-    return sizes[0], sizes[1], float(alpha)
+    return int(beam_size), int(n_best), float(alpha)
 
 
 @torch.no_grad()
