@@ -162,6 +162,23 @@ def nan_checkpoint(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def shipped_with(**model: object) -> Callable[[Path], None]:
+    """A setup: `shipped`, a copy of the shipped model whose config.json has other model
+    settings, its SHA256SUMS written again (so that only the shapes do not fit)."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.pretrained import CONFIG, FILES, SUMS, sha256, shipped_folder
+
+        shutil.copytree(shipped_folder(), folder / "shipped")
+        about = json.loads((folder / "shipped" / CONFIG).read_text(encoding="utf-8"))
+        about["config"]["model"] |= model
+        (folder / "shipped" / CONFIG).write_text(json.dumps(about), encoding="utf-8")
+        sums = "".join(f"{sha256(folder / 'shipped' / name)}  {name}\n" for name in FILES)
+        (folder / "shipped" / SUMS).write_text(sums, encoding="utf-8")
+
+    return setup
+
+
 def torch_full_like(tensor, value: float):
     import torch
 
@@ -181,6 +198,18 @@ def edited(name: str, change: Callable[[bytes], bytes]) -> Callable[[Path], None
     def setup(folder: Path) -> None:
         path = folder / "run" / name
         path.write_bytes(change(path.read_bytes()))
+
+    return setup
+
+
+def shipped_sums(text: str) -> Callable[[Path], None]:
+    """A setup: `shipped`, a copy of the shipped model whose SHA256SUMS holds `text`."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.pretrained import SUMS, shipped_folder
+
+        shutil.copytree(shipped_folder(), folder / "shipped")
+        (folder / "shipped" / SUMS).write_text(text, encoding="utf-8")
 
     return setup
 
@@ -206,6 +235,7 @@ class Case:
     env: tuple[str, ...] = ()  # NAME=VALUE: environment variables set for it, shown
     inject: tuple[str, ...] = ()  # NAME=VALUE: set for it, not shown (see SITECUSTOMIZE)
     locked: str | None = None  # the folder whose train.lock the test holds while it runs
+    stdout: str = ""  # "closed": standard output closed; "full": standard output is /dev/full
 
     def example(self) -> str:
         command = shlex.join(["annotated-transformer", *self.argv])
@@ -219,7 +249,7 @@ class Case:
                 for b in self.stdin
             )
             command = f"printf {shlex.quote(shown)} | {command}"
-        return command
+        return command + {"": "", "closed": " >&-", "full": " > /dev/full"}[self.stdout]
 
 
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
@@ -512,6 +542,73 @@ CASES = [
          "exit 1, names the file (not PyTorch's \"unexpected pos\")",
          setup=copy_of_checkpoint("average.pt"), disk_full="average.pt",
          inject=("FULL_DISK_AT=write",), note="the disk fills up inside torch.save"),
+    # Issue 32, limits and messages
+    Case("alpha-1000", VALUE, (*TR, "--alpha", "1000", SENTENCE), 2,
+         "argument --alpha: expected a number <= 10", "exit 2, says the length penalty overflows"),
+    Case("alpha-inf", VALUE, (*TR, "--alpha", "inf", SENTENCE), 2,
+         "argument --alpha: expected a number >= 0 (the paper: 0.6), got 'inf'", "exit 2"),
+    Case("beam-above-vocabulary", VALUE, (*TR, "--beam", "100000", SENTENCE), 2,
+         "--beam 100000: larger than the model's target vocabulary (397 tokens)",
+         "exit 2 once the model is loaded, names both numbers"),
+    Case("beam-beyond-64-bits", VALUE, (*TR, "--beam", "1180591620717411303424", SENTENCE), 2,
+         "argument --beam: expected a positive integer up to 9,223,372,036,854,775,807",
+         "exit 2, names the bound"),
+    Case("translate-max-tokens-zero", VALUE, (*TR, "--max-tokens", "0", SENTENCE), 2,
+         "argument --max-tokens: expected a positive integer, got '0'", "exit 2"),
+    Case("translate-max-tokens-huge", VALUE,
+         (*TR, "--max-tokens", "1180591620717411303424", SENTENCE), 2,
+         "argument --max-tokens: expected a positive integer up to 1,048,576", "exit 2"),
+    Case("max-tokens-1e23", SETTING, (*T, "new", "--set", "max_tokens=1e23"), 2,
+         "setting max_tokens: expected a positive integer up to 1,048,576",
+         "exit 2, names the bound, creates nothing"),
+    Case("max-tokens-option-1e23", SETTING, (*T, "new", "--max-tokens", "1e23"), 2,
+         "argument --max-tokens: invalid int value: '1e23'", "exit 2"),
+    Case("accumulate-2**70", SETTING, (*T, "new", "--accumulate", "1180591620717411303424"), 2,
+         "setting accumulate: expected a positive integer up to 65,536", "exit 2"),
+    Case("seed-too-big", SETTING, (*T, "new", "--seed", str(2**63)), 2,
+         "setting seed: expected an integer >= 0 up to 9,223,372,036,854,775,807 (64 bits)",
+         "exit 2, the seed must fit in 64 bits"),
+    Case("max-len-beyond-the-table", SETTING, (*T, "new", "--set", "max_len=1000000"), 2,
+         "setting max_len: expected a positive integer up to 65,536", "exit 2"),
+    Case("empty-out-path", VALUE, ("average", "run", "--out", ""), 2,
+         "--out '': an empty path", "exit 2 before any work"),
+    Case("empty-output-path", VALUE, ("evaluate", "--checkpoint", "run", "--output", ""), 2,
+         "--output '': an empty path", "exit 2, rather than writing nothing"),
+    Case("empty-export-path", VALUE, ("export-onnx", "--out", " "), 2,
+         "--out ' ': an empty path", "exit 2, rather than writing into the current folder"),
+    Case("empty-run-folder-path", VALUE, (*T, ""), 2, "--out '': an empty path", "exit 2"),
+    Case("empty-checkpoint-path", VALUE, ("translate", "--checkpoint", "", SENTENCE), 2,
+         "--checkpoint '': an empty path", "exit 2"),
+    Case("stdout-closed", MACHINE, (*TR, SENTENCE), 1, "standard output is closed",
+         "exit 1 before any work", stdout="closed"),
+    Case("stdout-closed-info", MACHINE, ("info",), 1, "standard output is closed",
+         "exit 1 before any work", stdout="closed"),
+    Case("stdout-full", DISK_FULL, (*TR, SENTENCE), 1,
+         "standard output: No space left on device", "exit 1 before any work", stdout="full"),
+    Case("stdout-full-average", DISK_FULL, ("average", "run", "--last", "1", "--out", "avg.pt"),
+         1, "standard output: No space left on device", "exit 1, writes no average",
+         stdout="full"),
+    Case("vocab-not-utf8", RUN_FILES, (*TR, SENTENCE), 1,
+         "src_vocab.json: not UTF-8 text", "exit 1, names the file",
+         setup=write("run/src_vocab.json", b'{"tokens": ["\xff\xfe"]}'),
+         note="run/src_vocab.json: bytes that are not UTF-8"),
+    Case("shipped-config-mismatch", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE),
+         1, "shipped/config.json does not fit shipped/model.safetensors: "
+         "decoder.layers.0.feed_forward.w_1.bias is (1024,) in the weights, (512,) by the config",
+         "exit 1, names the tensor and both shapes", setup=shipped_with(d_ff=512),
+         note="shipped: a save-pretrained folder whose config.json says d_ff 512"),
+    Case("sums-not-sha256sum", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE), 1,
+         "SHA256SUMS: line 1 is not a line of sha256sum", "exit 1, names the file and line",
+         setup=shipped_sums("model.safetensors: ok\n"),
+         note="shipped/SHA256SUMS: another program's list"),
+    Case("shipped-folder-to-average", NOT_CHECKPOINT, ("average", "shipped", "--out", "avg.pt"),
+         1, "shipped: a model written by save-pretrained (it holds SHA256SUMS), not a run folder",
+         "exit 1, says what the folder is and which commands take it", setup=shipped_with(),
+         note="shipped: a save-pretrained folder"),
+    Case("shipped-folder-to-save-pretrained", NOT_CHECKPOINT,
+         ("save-pretrained", "shipped", "--out", "again"), 1,
+         "give it to translate, evaluate, attention or export-onnx as --checkpoint",
+         "exit 1, as above", setup=shipped_with(), note="shipped: a save-pretrained folder"),
 ]  # fmt: skip
 
 
@@ -618,11 +715,19 @@ def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedP
             pytest.skip("this machine has CUDA")
     if case.disk_full and not Path("/proc/self/fd").is_dir():
         pytest.skip("the full disk is simulated through /proc/self/fd")
-    return subprocess.run(
-        [sys.executable, "-m", "annotated_transformer", *case.argv],
-        cwd=folder, env=environment(case, full_disk), capture_output=True, timeout=300,
-        input=case.stdin, preexec_fn=(lambda: os.close(0)) if case.stdin is None else None,
-    )  # fmt: skip
+    if case.stdout == "full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    closed = [fd for fd, shut in ((0, case.stdin is None), (1, case.stdout == "closed")) if shut]
+    with open(os.devnull if case.stdout != "full" else "/dev/full", "wb") as sink:
+        result = subprocess.run(
+            [sys.executable, "-m", "annotated_transformer", *case.argv],
+            cwd=folder, env=environment(case, full_disk), timeout=300, input=case.stdin,
+            stdout=sink if case.stdout else subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=(lambda: [os.close(fd) for fd in closed]) if closed else None,
+        )  # fmt: skip
+    if result.stdout is None:
+        result.stdout = b""
+    return result
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import math
 import os
 import pkgutil
 import platform
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -33,6 +34,9 @@ PROG = "annotated-transformer"
 # training.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
 PRESET_NAMES = ("tiny", "small", "release", "base", "big")
 PRESET_LIST = ", ".join(PRESET_NAMES[:-1]) + " or " + PRESET_NAMES[-1]
+# decoding.simple.MAX_ALPHA and util.settings.LARGEST_INT, named here so that `--help` needs no
+# torch (a test keeps them equal); the largest token budget is training.presets' for max_tokens
+MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
 EXIT_STATUS = """\
 exit status:
   0      done
@@ -65,8 +69,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {command + ': ' if command else ''}{message}\n")
 
 
-def _count(note: str = "") -> Callable[[str], int]:
-    """An argparse type: a positive integer, else an error naming the value."""
+def _count(note: str = "", high: int = LARGEST_INT) -> Callable[[str], int]:
+    """An argparse type: a positive integer up to `high` (64 bits), else an error naming it."""
 
     def positive(text: str) -> int:
         try:
@@ -75,6 +79,9 @@ def _count(note: str = "") -> Callable[[str], int]:
             value = 0
         if value < 1:
             raise argparse.ArgumentTypeError(f"expected a positive integer{note}, got {text!r}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected a positive integer up to {high:,}{note}, "
+                                             f"got {text!r}")  # fmt: skip
         return value
 
     return positive
@@ -88,6 +95,11 @@ def _alpha(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"expected a number >= 0 (the paper: 0.6), got {text!r}")
+    if value > MAX_ALPHA:
+        raise argparse.ArgumentTypeError(
+            f"expected a number <= {MAX_ALPHA:g} (the length penalty ((5 + |Y|) / 6)^alpha "
+            f"overflows beyond), got {text!r}"
+        )
     return value
 
 
@@ -148,8 +160,15 @@ def _translator(args: argparse.Namespace):
     from annotated_transformer.translator import Translator
 
     if args.checkpoint is None:
-        return Translator.pretrained(device=args.device)
-    return Translator.from_checkpoint(args.checkpoint, device=args.device)
+        translator = Translator.pretrained(device=args.device)
+    else:
+        translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    size, beam = len(translator.tgt_vocab), getattr(args, "beam", 1)
+    if beam > size:
+        raise UsageError(f"--beam {beam}: larger than the model's target vocabulary ({size:,} "
+                         f"tokens): give at most {size:,}")  # fmt: skip
+    translator.max_tokens = getattr(args, "max_tokens", translator.max_tokens)
+    return translator
 
 
 def _check_device(device: str | None) -> None:
@@ -565,7 +584,8 @@ def cmd_attention(args: argparse.Namespace) -> int:
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
     (words,) = translate_ids(
         translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
-        beam_size=args.beam, alpha=args.alpha, keep_greedy=args.keep_greedy,
+        max_tokens=translator.max_tokens, beam_size=args.beam, alpha=args.alpha,
+        keep_greedy=args.keep_greedy,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
     device = next(translator.model.parameters()).device
@@ -773,8 +793,14 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         help="beam size; 1 is greedy decoding (default: 4, §6.1)",
     )  # fmt: skip
     parser.add_argument(
-        "--alpha", type=_alpha, default=0.6, help="length penalty alpha (default: 0.6, §6.1)"
-    )
+        "--alpha", type=_alpha, default=0.6,
+        help=f"length penalty alpha, 0 to {MAX_ALPHA:g} (default: 0.6, §6.1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-tokens", type=_count(high=MAX_TOKENS), default=8192,
+        help="source tokens per decoding batch, a k-th of it for k beams; lower it if memory "
+        "runs out (default: 8192)",
+    )  # fmt: skip
     parser.add_argument(
         "--keep-greedy", action="store_true",
         help="let the greedy hypothesis compete with the beams (default: the paper's plain beam "
@@ -799,6 +825,72 @@ def _fail(error: BaseException, status: int) -> int:
     return status
 
 
+OUTPUTS = ("out", "output", "results", "runs", "data_dir", "checkpoint")  # paths typed
+
+
+def _check_paths_and_stdout(args: argparse.Namespace) -> None:
+    """Before any work: no path option given empty, and (for every command that prints its
+    results, all but train) a standard output that is open and not /dev/full or a full disk."""
+    for name in OUTPUTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            option = "--" + name.replace("_", "-")
+            raise UsageError(f"{option} {value!r}: an empty path; give a file or folder name")
+    if args.command == "train":  # (it logs on standard error)
+        return
+    if sys.stdout is None:
+        raise OSError("standard output is closed: what the command prints would be lost")
+    try:
+        mode, full = os.fstat(sys.stdout.fileno()), None
+        if stat.S_ISCHR(mode.st_mode) and os.path.exists("/dev/full"):
+            full = mode.st_rdev == os.stat("/dev/full").st_rdev
+        elif stat.S_ISREG(mode.st_mode):
+            full = os.fstatvfs(sys.stdout.fileno()).f_bavail == 0
+    except (OSError, ValueError, io.UnsupportedOperation):  # (not a file: a test's capture)
+        return
+    if full:
+        raise OSError("standard output: No space left on device (it is /dev/full or on a full "
+                      "disk): what the command prints would be lost")  # fmt: skip
+
+
+def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None:
+    """One line for running out of memory, naming the option to lower; None for another error."""
+    text = str(error)
+    if not (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+            or "not enough memory" in text or "out of memory" in text.lower()):  # fmt: skip
+        return None
+    where = "GPU" if "CUDA" in text or "cuda" in text else "memory"
+    if args.command == "train":
+        lower = ("lower --max-tokens (or --set max_tokens=N; raise --accumulate to keep the "
+                 "batch), then --resume")  # fmt: skip
+    elif hasattr(args, "beam"):
+        lower = f"lower --max-tokens (now {args.max_tokens}) or --beam (now {args.beam})"
+    else:
+        lower = "close other programs, or run it on a machine with more memory"
+    return f"out of {where} while running {args.command}: {lower}"
+
+
+class StdoutError(OSError):
+    """Standard output could not be written (a full disk): what was printed is lost."""
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise StdoutError(f"cannot write standard output: {error.strerror or error}") from None
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so that the exit's flush fails no more."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # (standard output is not a file)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
@@ -808,21 +900,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "save-pretrained, export-onnx")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     try:
-        return args.run(args)
+        _check_paths_and_stdout(args)
+        status = args.run(args)
+        if sys.stdout is not None:
+            _flush_stdout()
+        return status
     except UsageError as error:  # what was typed
         return _fail(error, 2)
     except BrokenPipeError:  # the reader of standard output went away (`| head`): stop quietly
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):  # (standard output is not a file)
-            pass
+        _drop_stdout()
         return 1
+    except StdoutError as error:  # standard output filled up
+        _drop_stdout()
+        return _fail(error, 1)
     except (OSError, ValueError) as error:  # the files or the machine
         return _fail(error, 1)
-    except RuntimeError as error:  # from PyTorch: only running out of memory is the machine's
-        if type(error).__name__ != "OutOfMemoryError":
+    except (RuntimeError, MemoryError) as error:  # from PyTorch: only out of memory is ours
+        message = _out_of_memory(args, error)
+        if message is None:
             raise
-        return _fail(error, 1)
+        return _fail(RuntimeError(message), 1)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

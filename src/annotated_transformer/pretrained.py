@@ -16,6 +16,7 @@ The package ships one such folder, `annotated_transformer/pretrained_model/`, be
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -65,12 +66,19 @@ def load_pretrained(folder: str | os.PathLike[str] | None = None) -> Pretrained:
     n = len(bpe.vocab)
     model = build_model(config.model.replace(src_vocab=n, tgt_vocab=n))
     weights = load_file(folder / WEIGHTS)  # (float16 tensors, each tied matrix once)
+    check_shapes(model, weights, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or sorted(missing) != sorted(tied_names(model)):
         raise ValueError(f"{folder / WEIGHTS}: the weights do not fit the config "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")  # fmt: skip
     origin = about.get("origin", {}) | {"path": str(folder), "shipped": True}
     return Pretrained(model.float().eval(), config, bpe, origin)
+
+
+SUM_LINE = re.compile(  # sha256sum's lines: text and binary (*) mode, and BSD style (--tag)
+    r"(?P<hex>[0-9a-fA-F]{64}) [ *](?P<name>.+)"
+    r"|SHA256 \((?P<tagged>.+)\) = (?P<tagged_hex>[0-9a-fA-F]{64})"
+)
 
 
 def sha256(path: str | os.PathLike[str]) -> str:
@@ -87,10 +95,19 @@ def read_sums(folder: Path) -> dict[str, str]:
     path = folder / SUMS
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (a shipped model's folder lists its files there)")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason})") from None
     sums = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        sums[name] = digest
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        found = SUM_LINE.fullmatch(line.strip())
+        if found is None:
+            raise ValueError(f"{path}: line {number} is not a line of sha256sum ('HEX  NAME', "
+                             f"'HEX *NAME' or 'SHA256 (NAME) = HEX'): {line[:80]!r}")  # fmt: skip
+        sums[found["name"] or found["tagged"]] = (found["hex"] or found["tagged_hex"]).lower()
     if sorted(sums) != sorted(FILES):
         raise ValueError(f"{path}: expected SHA-256 sums of {', '.join(FILES)}, got {sorted(sums)}")
     return sums
@@ -120,6 +137,18 @@ def tied_names(model: torch.nn.Module) -> list[str]:
             aliases.append(name)
         seen.add(id(tensor))
     return aliases
+
+
+def check_shapes(model: torch.nn.Module, weights: dict[str, torch.Tensor], folder: Path) -> None:
+    """A ValueError naming the first tensor of `weights` whose shape is not the one the model
+    built from the folder's config has (a config that does not fit its weights)."""
+    expected = model.state_dict()
+    for name, tensor in weights.items():
+        if name in expected and tuple(expected[name].shape) != tuple(tensor.shape):
+            raise ValueError(
+                f"{folder / CONFIG} does not fit {folder / WEIGHTS}: {name} is "
+                f"{tuple(tensor.shape)} in the weights, {tuple(expected[name].shape)} by the config"
+            )
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Writing the shipped model".

@@ -12,6 +12,7 @@ decoding and beam search) are in `annotated_transformer.decoding.search` ("Fast 
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -76,6 +77,9 @@ class Translator:
         `sentences` is a list (or another sequence) of strings; one string alone is refused with
         a TypeError, since a string is a sequence too, of characters: `translate([sentence])[0]`.
         """
+        refuse_one_string(sentences)
+        if len(sentences) == 0:  # an empty batch
+            return []
         encoded = self.encode(sentences)
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,
@@ -88,7 +92,10 @@ class Translator:
     def from_checkpoint(
         cls, path: str | os.PathLike[str], device: str | torch.device | None = None
     ) -> "Translator":
-        """Load a checkpoint (a file, or a run folder: its newest checkpoint) for translating."""
+        """Load a checkpoint (a file, or a run folder: its newest checkpoint) for translating; a
+        folder that `save-pretrained` wrote (it holds SHA256SUMS) loads as `pretrained` does."""
+        if Path(path).is_dir() and (Path(path) / "SHA256SUMS").is_file():
+            return cls.pretrained(path, device)
         saved = SavedRun.load(path)
         device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model = saved.trained_model().to(device).eval()

@@ -126,6 +126,9 @@ class Vocab:
         tokens = []
         for i in ids:
             i = int(i)
+            if not 0 <= i < len(self.itos):
+                raise ValueError(f"token id {i} is outside this vocabulary (ids 0 to "
+                                 f"{len(self.itos) - 1})")  # fmt: skip
             if i == EOS_ID:
                 break
             if i not in (BOS_ID, PAD_ID):
@@ -178,3 +181,5 @@ def read_json(path: str | os.PathLike[str]) -> object:
             return json.load(file)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None

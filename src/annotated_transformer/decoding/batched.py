@@ -18,6 +18,7 @@ from tqdm import tqdm
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from annotated_transformer.decoding.search import beam_search, greedy_decode
+from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.model.masks import padding_mask
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
@@ -44,8 +45,14 @@ def translate_ids(
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
     `keep_greedy` is `beam_search`'s; `progress` shows a bar.
     """
-    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
-        raise ValueError(f"beam size must be at least 1 (1 is greedy decoding), got {beam_size}")
+    beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
+    if beam_size > len(tgt_vocab):
+        raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
+                         f"({len(tgt_vocab)} tokens): give at most {len(tgt_vocab)}")  # fmt: skip
+    if isinstance(max_tokens, bool) or not hasattr(max_tokens, "__index__") or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if len(sources) == 0:
+        return []
     model.eval()
     device = next(model.parameters()).device
     lengths = torch.tensor([len(s) for s in sources])

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.decoding.cache import decode_step, start_cache
+from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.model.masks import subsequent_mask
 
 
@@ -50,7 +51,10 @@ def _check_inputs(src: Tensor, src_mask: Tensor, max_len: int | Sequence[int] | 
         raise ValueError(
             f"source sentence(s) {empty} of the batch are only padding: nothing to translate"
         )
-    limits = torch.as_tensor(max_len)
+    try:
+        limits = torch.as_tensor(max_len)
+    except (RuntimeError, TypeError, ValueError, OverflowError):  # (beyond 64 bits, not numbers)
+        raise ValueError(f"max_len must be an integer or one per sentence: {max_len}") from None
     if limits.is_floating_point() or limits.dtype == torch.bool or limits.dim() > 1:
         raise ValueError(f"max_len must be an integer or one integer per sentence: {max_len}")
     if limits.dim() == 1 and limits.numel() != B:
@@ -59,6 +63,49 @@ def _check_inputs(src: Tensor, src_mask: Tensor, max_len: int | Sequence[int] | 
     if (limits < 1).any():
         raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
     return limits
+
+
+def _model_sizes(model: nn.Module) -> tuple[int | None, int | None, int | None]:
+    """The model's source and target vocabulary sizes and positional table length (None for a
+    part it does not have: a model of another shape)."""
+
+    def find(get: Callable[[], Any]) -> int | None:
+        try:
+            return int(get())
+        except (AttributeError, TypeError, IndexError):
+            return None
+
+    tables = [m.max_len for m in model.modules() if isinstance(getattr(m, "max_len", None), int)]
+    return (find(lambda: model.src_embed[0].embedding.num_embeddings),
+            find(lambda: model.generator.proj.out_features), min(tables, default=None))  # fmt: skip
+
+
+def _check_model_fits(
+    model: nn.Module,
+    src: Tensor,
+    limits: Tensor,
+    start_symbol: Any,
+    end_symbol: Any,
+    optional_end: bool = False,
+) -> None:
+    """Refuse source ids outside the model's source vocabulary, start or end symbols outside
+    its target vocabulary (with `optional_end`, end_symbol may be None), and limits (B,) beyond
+    its positional table."""
+    V_src, V_tgt, positions = _model_sizes(model)
+    if V_src is not None and src.numel() and not 0 <= int(src.min()) <= int(src.max()) < V_src:
+        raise ValueError(f"src holds token ids from {int(src.min())} to {int(src.max())}; the "
+                         f"model's source vocabulary has ids 0 to {V_src - 1}")  # fmt: skip
+    for name, symbol in (("start_symbol", start_symbol), ("end_symbol", end_symbol)):
+        if symbol is None and name == "end_symbol" and optional_end:
+            continue
+        integer = hasattr(symbol, "__index__") and not isinstance(symbol, bool)
+        if not integer or (V_tgt is not None and not 0 <= int(symbol) < V_tgt):
+            ids = "V-1" if V_tgt is None else V_tgt - 1
+            raise ValueError(f"{name} must be a token id of the model's target vocabulary (0 to "
+                             f"{ids}), got {symbol!r}")  # fmt: skip
+    if positions is not None and int(limits.max()) > positions:
+        raise ValueError(f"max_len {int(limits.max())} is longer than the model's positional "
+                         f"table ({positions} positions, its max_len)")  # fmt: skip
 
 
 @torch.no_grad()
@@ -88,6 +135,7 @@ def greedy_decode(
         (B, L) token ids beginning with `start_symbol`, L the longest output.
     """
     limits = _check_inputs(src, src_mask, max_len)
+    _check_model_fits(model, src, limits, start_symbol, end_symbol, optional_end=True)
     B = src.size(0)
     cache = start_cache(model, model.encode(src, src_mask), src_mask)
     out = torch.full((B, int(limits.max())), pad_symbol, dtype=torch.long, device=src.device)
@@ -313,18 +361,14 @@ def _check_beam_inputs(
     beam_size: int,
     n_best: int,
     alpha: float,
-) -> Tensor:
-    """Validate beam search's settings and batch; return each sentence's limit, (B,)."""
-    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-    if not isinstance(n_best, int) or isinstance(n_best, bool) or not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best!r}")
-    if not alpha >= 0:  # also refuses NaN
-        raise ValueError(f"alpha must be >= 0 (the paper uses 0.6), got {alpha}")
+) -> tuple[Tensor, int, int, float]:
+    """Validate beam search's settings and batch; return each sentence's limit, (B,), and the
+    settings as int, int and float."""
+    k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha)  # (as the simple search)
     limits = _check_inputs(src, src_mask, max_len)
     if (limits < 2).any():
         raise ValueError(f"max_len must leave room for a token after the start symbol: {max_len}")
-    return limits
+    return limits, k, n_best, alpha
 
 
 def _n_best(
@@ -383,7 +427,10 @@ def beam_search(
         with `start_symbol` and end with `end_symbol` unless the maximum length cut them short;
         the score is the length-penalized log-probability.
     """
-    limits = _check_beam_inputs(src, src_mask, max_len, beam_size, n_best, alpha)  # (B,)
+    limits, beam_size, n_best, alpha = _check_beam_inputs(
+        src, src_mask, max_len, beam_size, n_best, alpha
+    )  # limits (B,)
+    _check_model_fits(model, src, limits, start_symbol, end_symbol)
     beams = _start_beams(model, src, src_mask, start, start_symbol, end_symbol, beam_size,
                          alpha, keep_greedy)  # fmt: skip
     for t in range(1, int(limits.max())):

@@ -178,6 +178,8 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable results file ({error})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: not a results record (not a JSON object)")
     missing = [k for k in ("split", "command", "hypotheses", "sacrebleu") if k not in record]

@@ -130,6 +130,7 @@ def count_parameters(model: nn.Module) -> int:
 #   "How the package is built: settings, profiles and errors"
 #   › "The model's settings".
 SIZE, RATE = Setting(int, low=1), Setting(float, low=0, below=1)
+MAX_POSITIONS = 1 << 16  # the longest positional table a model may have (max_len)
 MODEL_SETTINGS = {  # what each field of ModelConfig accepts
     "src_vocab": Setting(int, low=1, optional=True),
     "tgt_vocab": Setting(int, low=1, optional=True),
@@ -139,7 +140,7 @@ MODEL_SETTINGS = {  # what each field of ModelConfig accepts
     "dropout": RATE, "attention_dropout": RATE, "ffn_dropout": RATE,
     "norm_first": Setting(bool),
     "positional": Setting(str, choices=tuple(POSITIONAL)),
-    "max_len": SIZE,
+    "max_len": Setting(int, low=1, high=MAX_POSITIONS),
     "share_embeddings": Setting(bool),
 }  # fmt: skip
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from annotated_transformer.training.checkpoints import NAME, list_checkpoints
+from annotated_transformer.training.checkpoints import NAME, SHIPPED, list_checkpoints
 from annotated_transformer.training.saved_run import SavedRun
 
 
@@ -75,6 +75,8 @@ def last_checkpoints(run_dir: str | os.PathLike[str], k: int) -> list[Path]:
     if k < 1:
         raise ValueError(f"need at least one checkpoint to average, got k={k}")
     found = list_checkpoints(run_dir)
+    if not found and (Path(run_dir) / "SHA256SUMS").is_file():
+        raise ValueError(f"{run_dir}: {SHIPPED}; it has no checkpoints to average")
     if len(found) < k:
         raise ValueError(
             f"{run_dir}: {len(found)} checkpoint(s), fewer than the {k} to average (training "

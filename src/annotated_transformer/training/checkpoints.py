@@ -56,6 +56,12 @@ def prune_checkpoints(run_dir: str | os.PathLike[str], keep: int) -> list[Path]:
     return old
 
 
+SHIPPED = (
+    "a model written by save-pretrained (it holds SHA256SUMS), not a run folder: give "
+    "it to translate, evaluate, attention or export-onnx as --checkpoint"
+)
+
+
 def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> dict[str, Any]:
     """Read a checkpoint with `weights_only=True`, checking that it is one of ours and whole.
 
@@ -66,6 +72,8 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     path = Path(path)
     if path.is_dir():
         found = list_checkpoints(path)
+        if not found and (path / "SHA256SUMS").is_file():
+            raise FileNotFoundError(f"{path}: {SHIPPED}")
         if not found:
             raise FileNotFoundError(f"{path}: no checkpoint-*.pt in this folder")
         path = found[-1]

@@ -27,10 +27,12 @@ from annotated_transformer.util.settings import (
     described,
 )
 
-COUNT = Setting(int, low=1)
+COUNT = Setting(int, low=1)  # (every integer setting fits in 64 bits; a budget has a bound)
 TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MODEL_SETTINGS)
     "tokenizer": Setting(str, choices=("word", "bpe")),
-    "vocab_size": COUNT, "min_freq": COUNT, "max_tokens": COUNT, "accumulate": COUNT,
+    "vocab_size": Setting(int, low=1, high=1 << 20), "min_freq": COUNT,
+    "max_tokens": Setting(int, low=1, high=1 << 20),  # tokens per micro-batch
+    "accumulate": Setting(int, low=1, high=1 << 16),  # micro-batches per step
     "warmup": COUNT,
     "lr_factor": Setting(float, above=0),
     "label_smoothing": Setting(float, low=0, below=1),

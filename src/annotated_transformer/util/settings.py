@@ -25,6 +25,9 @@ class SettingTypeError(SettingError, TypeError):
     """A setting with a value of the wrong type, such as the string "false" for a boolean."""
 
 
+LARGEST_INT = 2**63 - 1  # an integer setting fits in 64 bits, as PyTorch and NumPy store it
+
+
 def shown(value: Any) -> str:
     """A value as JSON writes it (true, null, "text", 0.5), or as Python does if JSON cannot."""
     try:
@@ -56,6 +59,7 @@ class Setting:
     low: float | None = None  # the smallest value allowed
     above: float | None = None  # values must be greater than this
     below: float | None = None  # values must be smaller than this
+    high: int | None = None  # the largest value allowed (an integer: at most LARGEST_INT)
     choices: tuple[str, ...] = ()
     optional: bool = False
 
@@ -67,6 +71,7 @@ class Setting:
             text = "one of " + ", ".join(shown(choice) for choice in self.choices)
         elif self.kind is int:
             text = "a positive integer" if self.low == 1 else f"an integer >= {self.low}"
+            text += f" up to {self.high:,}" if self.high is not None else ""
         elif self.low is not None and self.below is not None:
             text = f"a number in [{self.low:g}, {self.below:g})"
         else:
@@ -80,8 +85,8 @@ class Setting:
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if self.kind is bool:
             fits = isinstance(value, bool)
-        elif self.kind is int:
-            fits = number and float(value).is_integer()
+        elif self.kind is int:  # (an int is never converted to float: it may not fit one)
+            fits = number and (isinstance(value, int) or float(value).is_integer())
         elif self.kind is float:
             fits = number
         else:
@@ -92,7 +97,7 @@ class Setting:
             )
         value = self.kind(value)
         inside = [
-            self.kind not in (int, float) or math.isfinite(value),  # no inf, no NaN
+            self.kind is not float or math.isfinite(value),  # no inf, no NaN
             self.low is None or value >= self.low,
             self.above is None or value > self.above,
             self.below is None or value < self.below,
@@ -100,6 +105,12 @@ class Setting:
         ]
         if not all(inside):
             raise SettingError(f"setting {name}: expected {self.allowed()}, got {shown(value)}")
+        top = LARGEST_INT if self.high is None else self.high
+        if self.kind is int and not -LARGEST_INT - 1 <= value <= top:
+            bound = "" if self.high is not None else f" up to {top:,} (64 bits)"
+            raise SettingError(
+                f"setting {name}: expected {self.allowed()}{bound}, got {shown(value)}"
+            )
         return value
 
 
