@@ -526,6 +526,24 @@ def test_tryit_translates_as_python_does(
     assert page.left_machine == [] and page.errors == []
 
 
+def test_tryit_reads_a_variant_as_the_plain_sentence(
+    browser, server: str, built_book: Path
+) -> None:
+    """Typed with a byte-order mark, non-breaking and double spaces, a tab, a zero-width space and
+    a decomposed umlaut, a sentence is translated as the plain one (the page's `normalize`)."""
+    from annotated_transformer.translator import Translator
+
+    plain = "Ein Hund läuft durch den Schnee."
+    variant = "\ufeffEin\u00a0Hund  la\u0308uft\tdu\u200brch den Schnee. "
+    want = Translator.pretrained(device="cpu").translate([plain])[0]
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
+    page.fill("textarea.tryit-input", variant)
+    tryit_translated(page, lambda: page.click("button.tryit-go"))
+    assert page.inner_text(".tryit-output") == want
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []
+
+
 def test_tryit_draws_attention_and_refuses_bad_input(
     browser, server: str, built_book: Path, tryit_expected: dict
 ) -> None:

@@ -609,6 +609,19 @@ CASES = [
          ("save-pretrained", "shipped", "--out", "again"), 1,
          "give it to translate, evaluate, attention or export-onnx as --checkpoint",
          "exit 1, as above", setup=shipped_with(), note="shipped: a save-pretrained folder"),
+    # Issue 32, normalization
+    Case("translate-only-zero-width", NOTHING, (*TR, "\u200b\u2060"), 2, "nothing to translate",
+         "exit 2, as for spaces: the text is normalized first",
+         note="U+200B, U+2060: zero-width characters"),
+    Case("translate-bom-only-stdin", NOTHING, TR, 2, "nothing to translate", "exit 2, as above",
+         stdin="\ufeff\r\n\u00a0\t\r".encode()),
+    Case("translate-unicode-spaces-shipped", NOTHING, ("translate", "\u00a0\u3000\u2009"), 2,
+         "nothing to translate", "exit 2, the same for the shipped (BPE) model",
+         note="U+00A0, U+3000, U+2009: Unicode spaces"),
+    Case("attention-only-zero-width", NOTHING,
+         ("attention", "--checkpoint", "run", "--output", "a.json", "\ufeff\u200b"), 2,
+         "nothing to translate: give one German sentence", "exit 2",
+         note="U+FEFF, U+200B: a byte-order mark, a zero-width space"),
 ]  # fmt: skip
 
 

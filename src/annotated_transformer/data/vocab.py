@@ -17,6 +17,7 @@ Every vocabulary starts with the same four specials: `<pad>` = 0, `<s>` = 1, `</
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -34,7 +35,7 @@ class Tokenizer:
     """Split raw text into words and punctuation with spaCy's rules for one language.
 
     `spacy.blank(lang)` holds only the language's tokenizer rules: no statistical model, nothing
-    to download. Runs of spaces are dropped, not kept as tokens.
+    to download. Text is `normalize`d first (below); spaces are dropped, not kept as tokens.
     """
 
     def __init__(self, lang: str) -> None:
@@ -44,16 +45,36 @@ class Tokenizer:
         self._tokenizer = spacy.blank(lang).tokenizer
 
     def __call__(self, text: str) -> list[str]:
-        return [token.text for token in self._tokenizer(text) if not token.is_space]
+        return [token.text for token in self._tokenizer(normalize(text)) if not token.is_space]
 
     def pipe(self, texts: Iterable[str]) -> list[list[str]]:
         """Tokenize many texts (faster than one call each)."""
-        docs = self._tokenizer.pipe(texts)
+        docs = self._tokenizer.pipe(normalize(text) for text in texts)
         return [[token.text for token in doc if not token.is_space] for doc in docs]
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Text from tokens: `detokenize`, below (the same rules for both languages)."""
         return detokenize(tokens)
+
+
+ZERO_WIDTH = "\ufeff\u200b\u200c\u200d\u2060"  # BOM, zero-width space, (non-)joiner, word joiner
+# Every character that Python's `str.isspace` accepts (tab, line ends, NBSP, U+2000-U+200A,
+# U+3000, ...); the page's tokenizer (book/_static/tryit.js) holds the same list (tested).
+SPACES = (
+    "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_ZERO_WIDTH = str.maketrans("", "", ZERO_WIDTH)
+_SPACE_RUN = re.compile(f"[{SPACES}]+")
+
+
+def normalize(text: str) -> str:
+    """The text a tokenizer reads: zero-width characters removed, Unicode NFC, each run of
+    `SPACES` one space, the ends trimmed. Idempotent; "" for a text of spaces alone."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a sentence as a string, got {type(text).__name__}")
+    text = unicodedata.normalize("NFC", text.translate(_ZERO_WIDTH))
+    return _SPACE_RUN.sub(" ", text).strip(" ")
 
 
 _SPACE_BEFORE_CLOSING = re.compile(r" ([.,!?;:%)\]}]|'s|n't|'re|'ve|'ll|'d|'m)(?= |$)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from annotated_transformer.data.multi30k import SPLITS, fetch, file_name, read_split
+from annotated_transformer.data.vocab import normalize
 from annotated_transformer.util.atomic import atomic_write
 
 
@@ -87,7 +88,7 @@ def evaluate_split(
     if split not in EVAL_SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
     raw = read_split(split, data_dir)
-    pairs = [(s, t) for s, t in raw if s.strip() and t.strip()]  # as corpus.tokenize_split does
+    pairs = [(s, t) for s, t in raw if normalize(s) and normalize(t)]  # as tokenize_split does
     start = time.perf_counter()
     hypotheses = translator.translate(
         [s for s, _ in pairs], beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
@@ -195,7 +196,8 @@ def rescore(
     record = load_results(path)
     hyp_path = repository_root(Path(path).parent) / record["hypotheses"]
     hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
-    pairs = [(s, t) for s, t in read_split(record["split"], data_dir) if s.strip() and t.strip()]
+    pairs = read_split(record["split"], data_dir)
+    pairs = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     return scores(hypotheses, [t for _, t in pairs])
 
 
