@@ -171,7 +171,7 @@ def test_the_cli_trains_translates_and_evaluates_with_bpe(bpe_run, data_dir, cap
     names = sorted(p.name for p in bpe_run.iterdir())
     assert names == [
         "bpe.json", "checkpoint-00000020.pt", "config.json", "metrics.jsonl", "run.json",
-        "src_vocab.json", "tgt_vocab.json",
+        "src_vocab.json", "tgt_vocab.json", "train.lock",
     ]  # fmt: skip
     payload = load_checkpoint(bpe_run)
     bpe = BPETokenizer.from_json(payload["bpe"])

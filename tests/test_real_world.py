@@ -276,7 +276,7 @@ def test_a_run_folder_holds_everything(tiny_run):
     names = sorted(p.name for p in tiny_run.iterdir())
     assert names == [
         "checkpoint-00000040.pt", "config.json", "metrics.jsonl", "run.json",
-        "src_vocab.json", "tgt_vocab.json",
+        "src_vocab.json", "tgt_vocab.json", "train.lock",
     ]  # fmt: skip
     payload = load_checkpoint(tiny_run / "checkpoint-00000040.pt")
     assert Vocab.load(tiny_run / "src_vocab.json") == Vocab.from_json(payload["src_vocab"])
