@@ -163,6 +163,10 @@ def _translator(args: argparse.Namespace):
 
     if args.checkpoint is None:
         translator = Translator.pretrained(device=args.device)
+    elif _ct2_export(args.checkpoint):
+        from annotated_transformer.ct2_export import CT2Translator
+
+        translator = CT2Translator.open(args.checkpoint, device=args.device or "cpu")
     else:
         translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     size, beam = len(translator.tgt_vocab), getattr(args, "beam", 1)
@@ -171,6 +175,18 @@ def _translator(args: argparse.Namespace):
                          f"tokens): give at most {size:,}")  # fmt: skip
     translator.max_tokens = getattr(args, "max_tokens", translator.max_tokens)
     return translator
+
+
+def _ct2_export(path: str) -> bool:
+    """Whether `path` is a folder that `export-ct2` wrote (read by CTranslate2, not PyTorch)."""
+    from annotated_transformer.ct2_export import read_about
+
+    if read_about(path) is None:
+        return False
+    if not importlib.util.find_spec("ctranslate2"):
+        raise OSError(f"{path} is a CTranslate2 model; reading it needs the package "
+                      f"ctranslate2: pip install 'annotated-transformer[serve]'")  # fmt: skip
+    return True
 
 
 def _check_device(device: str | None) -> None:
@@ -566,6 +582,61 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_ct2(args: argparse.Namespace) -> int:
+    """Write the model as a CTranslate2 model with its tokenizer, which `translate --checkpoint`
+    and `CT2Translator.open` read."""
+    if not importlib.util.find_spec("ctranslate2"):
+        raise OSError("export-ct2 needs the package ctranslate2: "
+                      "pip install 'annotated-transformer[serve]'")  # fmt: skip
+    from annotated_transformer import ct2_export
+
+    out = Path(args.out)
+    ct2_export.check_replaceable(out)
+    _check_checkpoint(args.checkpoint)
+    translator = _translator(args)
+    if translator.bpe is None:
+        raise ValueError(f"{args.checkpoint}: export-ct2 needs a run with the shared BPE "
+                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
+    ct2_export.check_convertible(translator.model)
+    ct2_export.export_ct2(translator.model, translator.bpe, translator.config, out,
+                          quantization=args.quantization, origin=translator.origin)  # fmt: skip
+    for name in ct2_export.FILES:
+        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+    return 0
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    """Write the model as a Hugging Face `transformers` MarianMTModel folder with its tokenizer
+    and a Hub model card."""
+    if not importlib.util.find_spec("transformers"):
+        raise OSError("export-hf needs the package transformers: "
+                      "pip install 'annotated-transformer[serve]'")  # fmt: skip
+    from annotated_transformer import hf_export
+
+    out = Path(args.out)
+    hf_export.check_replaceable(out)
+    _check_checkpoint(args.checkpoint)
+    translator = _translator(args)
+    if translator.bpe is None:
+        raise ValueError(f"{args.checkpoint}: export-hf needs a run with the shared BPE "
+                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
+    hf_export.check_marian(translator.model)
+    card = _model_card(args.checkpoint)
+    hf_export.export_hf(translator.model, translator.bpe, out, card=card, origin=translator.origin)
+    for name in hf_export.FILES:
+        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+    return 0
+
+
+def _model_card(checkpoint: str | None) -> str | None:
+    """The card beside a model: the shipped model's, or a save-pretrained folder's."""
+    from annotated_transformer.pretrained import shipped_folder
+
+    folder = shipped_folder() if checkpoint is None else Path(checkpoint)
+    card = folder / "MODEL_CARD.md"
+    return card.read_text(encoding="utf-8") if card.is_file() else None
+
+
 def _our_attention_file(path: Path) -> bool:
     """Whether a file is one `attention` wrote (asked only of an existing file)."""
     from annotated_transformer.evaluation.attention_maps import is_attention_record
@@ -662,7 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     download.set_defaults(run=cmd_download)
     for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average,
-                _add_save_pretrained, _add_export_onnx, _add_grid):  # fmt: skip
+                _add_save_pretrained, _add_export_onnx, _add_export_ct2, _add_export_hf,
+                _add_grid):  # fmt: skip
         add(commands)
     return parser
 
@@ -775,6 +847,33 @@ def _add_export_onnx(commands: Commands) -> None:
     export.add_argument("--out", required=True, help="the folder to write (files in it that an "
                         "export did not write are not replaced)")  # fmt: skip
     export.set_defaults(run=cmd_export_onnx, device="cpu")
+
+
+def _add_export_ct2(commands: Commands) -> None:
+    about = "write the model for CTranslate2 (OpenNMT's inference engine) with its tokenizer"
+    export = commands.add_parser("export-ct2", help=about, description=about + ". "
+                                 "`translate --checkpoint OUT` then decodes with it exactly as "
+                                 "with PyTorch (float32).")  # fmt: skip
+    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
+                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
+    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
+                        "export did not write are not replaced)")  # fmt: skip
+    export.add_argument("--quantization", choices=["float32", "int8"], default="float32",
+                        help="the weights' type (int8: smaller and faster, a little less "
+                        "exact; default: float32)")  # fmt: skip
+    export.set_defaults(run=cmd_export_ct2, device="cpu")
+
+
+def _add_export_hf(commands: Commands) -> None:
+    about = "write the model for Hugging Face transformers (a MarianMTModel) with a model card"
+    export = commands.add_parser("export-hf", help=about, description=about + ": "
+                                 "MarianMTModel.from_pretrained and AutoTokenizer.from_pretrained "
+                                 "read the folder with no code of this package.")  # fmt: skip
+    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
+                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
+    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
+                        "export did not write are not replaced)")  # fmt: skip
+    export.set_defaults(run=cmd_export_hf, device="cpu")
 
 
 def _add_grid(commands: Commands) -> None:
@@ -905,7 +1004,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_usage(sys.stderr)
         commands = ("info, download, train, translate, evaluate, attention, average, "
-                    "save-pretrained, export-onnx")  # fmt: skip
+                    "save-pretrained, export-onnx, export-ct2, export-hf")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     try:
         _check_paths_and_stdout(args)
