@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from common import command, now, run_main, versions, write_report
 
-from annotated_transformer.training.presets import preset
+from annotated_transformer.runs.presets import preset
 from annotated_transformer.util.device import describe_device
 
 

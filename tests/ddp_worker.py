@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from annotated_transformer.training.presets import preset
+from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.run import train
 
 run_dir, data_dir, accumulate, max_steps = sys.argv[1:5]

@@ -22,7 +22,7 @@ from torch import nn
 from torch_transformer import TorchTransformer
 
 from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
-from annotated_transformer.training.presets import preset
+from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.run import train
 
 # --- the baselines of the training benchmark ------------------------------------------------------

@@ -132,7 +132,7 @@ def checkpoint_with(name: str, **settings: object) -> Callable[[Path], None]:
     """A setup: a copy of the run's checkpoint, named `name`, trained with other settings."""
 
     def setup(folder: Path) -> None:
-        from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+        from annotated_transformer.runs.checkpoints import load_checkpoint, save_checkpoint
 
         payload = load_checkpoint(folder / "run" / CHECKPOINT)
         del payload["path"]
@@ -151,7 +151,7 @@ def nan_checkpoint(name: str) -> Callable[[Path], None]:
     """A setup: a copy of the run's checkpoint whose first weight is NaN (a diverged run's)."""
 
     def setup(folder: Path) -> None:
-        from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+        from annotated_transformer.runs.checkpoints import load_checkpoint, save_checkpoint
 
         payload = load_checkpoint(folder / "run" / CHECKPOINT)
         del payload["path"]
@@ -892,7 +892,7 @@ def no_data(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def no_work(monkeypatch: pytest.MonkeyPatch, no_data: None) -> None:
     """Reading a checkpoint or data, or translating, fails the test: outputs come first."""
-    from annotated_transformer.training.saved_run import SavedRun
+    from annotated_transformer.runs.saved_run import SavedRun
 
     monkeypatch.setattr(SavedRun, "load", work)
 
@@ -952,7 +952,7 @@ def test_a_bad_value_for_an_option_is_exit_2_naming_the_option_and_the_value(cap
 
 
 def test_a_setting_typed_wrong_is_exit_2_and_the_same_in_config_json_is_exit_1(capsys, tmp_path):
-    from annotated_transformer.training.presets import preset
+    from annotated_transformer.runs.presets import preset
 
     typed = [
         (("--set", 'norm_first="false"'), {"norm_first": "false"}, "setting norm_first: "
@@ -1039,7 +1039,7 @@ NOT_CHECKPOINTS = {  # file: what the message says it is
 def test_a_file_that_is_not_a_checkpoint_says_what_it_is(capsys, folder):
     import torch
 
-    from annotated_transformer.training.checkpoints import is_checkpoint, load_checkpoint
+    from annotated_transformer.runs.checkpoints import is_checkpoint, load_checkpoint
 
     for setup in (write("notes.txt", "Hund\n"), write("random.pt", bytes(range(256)) * 8),
                   write("empty.pt", b""), zip_of_photos, checkpoint_cut_short, pickle_of_code,
@@ -1060,7 +1060,7 @@ def test_a_file_that_is_not_a_checkpoint_says_what_it_is(capsys, folder):
 
 
 def test_average_tells_bookkeeping_from_settings_that_change_the_model(capsys, folder):
-    from annotated_transformer.training.checkpoints import load_checkpoint, save_checkpoint
+    from annotated_transformer.runs.checkpoints import load_checkpoint, save_checkpoint
 
     def checkpoint(name: str, step: int, **settings: object) -> str:
         payload = load_checkpoint(folder / "run" / CHECKPOINT)
@@ -1315,7 +1315,7 @@ def test_a_run_folder_in_use_or_holding_a_run_is_never_replaced(capsys, folder, 
 
 
 def test_a_diverged_run_stops_and_its_checkpoints_hold_no_nan(capsys, folder, small_data):
-    from annotated_transformer.training.checkpoints import load_checkpoint
+    from annotated_transformer.runs.checkpoints import load_checkpoint
 
     out = folder / "hot"
     err = fails(capsys, 1, "training diverged at step ", "train", *TINY, "--out", str(out),

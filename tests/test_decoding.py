@@ -26,13 +26,13 @@ from annotated_transformer.decoding.search import (
 )
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import make_model
+from annotated_transformer.runs.checkpoints import checkpoint_path, save_checkpoint
 from annotated_transformer.training.averaging import (
     average_checkpoints,
     average_state_dicts,
     check_average_path,
     last_checkpoints,
 )
-from annotated_transformer.training.checkpoints import checkpoint_path, save_checkpoint
 from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import train_epoch
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler

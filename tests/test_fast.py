@@ -15,6 +15,7 @@ from random_batches import PAD, a_batch
 
 from annotated_transformer.model.attention import MultiHeadedAttention
 from annotated_transformer.model.transformer import make_model
+from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.fused import (
     FastMultiHeadedAttention,
     LabelSmoothingFromLogits,
@@ -22,7 +23,6 @@ from annotated_transformer.training.fused import (
 )
 from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import batch_loss, train_step
-from annotated_transformer.training.presets import preset
 from annotated_transformer.training.run import train
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 

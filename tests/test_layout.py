@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "annotated_transformer"
 
 # Lowest first. A module may import its own layer and the layers before it, never a later one.
-LAYERS = ["util", "model", "data", "decoding", "evaluation", "training", "top"]
+LAYERS = ["util", "model", "data", "runs", "decoding", "evaluation", "training", "top"]
 MAX_FUNCTION_LINES = 60
 
 
@@ -68,6 +68,29 @@ def test_no_import_climbs_a_layer() -> None:
             ):
                 climbs.append(f"{name} ({layer(name)}) imports {target} ({layer(target)})")
     assert not climbs, "\n".join(climbs)
+
+
+# Reading a trained model goes through `runs`, never through the trainer (issue 33).
+READERS = ["translator", "pretrained", "onnx_export", "ct2_export", "hf_export"]
+
+
+def reachable(start: str) -> set[str]:
+    """Every package module that `start` imports, directly or through other modules."""
+    known, seen, todo = modules(), set(), [start]
+    while todo:
+        name = todo.pop()
+        for target in imports(known[name]) - seen - {"annotated_transformer"}:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_reading_a_model_never_imports_training(reader: str) -> None:
+    reached = reachable(f"annotated_transformer.{reader}")
+    found = sorted(name for name in reached if layer(name) == "training")
+    assert not found, f"{reader} reaches the trainer: {found}"
+    assert "annotated_transformer.runs.saved_run" in reachable("annotated_transformer.translator")
 
 
 def test_no_import_cycle() -> None:

@@ -23,7 +23,7 @@ from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.model.masks import padding_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.pretrained import FILES, SUMS, check_files, shipped_folder
-from annotated_transformer.training.presets import preset
+from annotated_transformer.runs.presets import preset
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.settings import LARGEST_INT, SettingError
 
@@ -61,7 +61,7 @@ def one_error(capsys: pytest.CaptureFixture, status: int, message: str, *argv: s
 
 
 def test_the_command_line_bounds_are_the_packages():
-    from annotated_transformer.training.presets import TRAIN_SETTINGS
+    from annotated_transformer.runs.presets import TRAIN_SETTINGS
 
     assert cli.MAX_ALPHA == simple.MAX_ALPHA
     assert cli.LARGEST_INT == LARGEST_INT == torch.iinfo(torch.int64).max

@@ -19,7 +19,7 @@ import torch
 from annotated_transformer import cli, pretrained
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.evaluation.scores import load_results, rescore
-from annotated_transformer.training.saved_run import SavedRun
+from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]

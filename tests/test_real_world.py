@@ -36,13 +36,13 @@ from annotated_transformer.data.vocab import (
     detokenize,
 )
 from annotated_transformer.model.transformer import build_model
-from annotated_transformer.training.checkpoints import (
+from annotated_transformer.runs.checkpoints import (
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
     save_checkpoint,
 )
-from annotated_transformer.training.presets import PRESETS, TrainConfig, preset
+from annotated_transformer.runs.presets import PRESETS, TrainConfig, preset
 from annotated_transformer.training.run import prepare_data, train
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.atomic import atomic_write
@@ -561,7 +561,7 @@ def test_every_setting_has_its_rule_and_values_are_stored_in_their_type():
     from dataclasses import fields
 
     from annotated_transformer.model.transformer import MODEL_SETTINGS, ModelConfig
-    from annotated_transformer.training.presets import TRAIN_SETTINGS
+    from annotated_transformer.runs.presets import TRAIN_SETTINGS
 
     assert set(MODEL_SETTINGS) == {f.name for f in fields(ModelConfig)}
     assert set(TRAIN_SETTINGS) == {f.name for f in fields(TrainConfig)} - {"model"}
@@ -660,7 +660,7 @@ def test_a_checkpoint_with_the_flat_settings_of_0_1_0_translates(tiny_run, tmp_p
 
 
 def test_saved_run_reads_everything_once(tiny_run):
-    from annotated_transformer.training.saved_run import SavedRun
+    from annotated_transformer.runs.saved_run import SavedRun
 
     saved = SavedRun.load(tiny_run)
     assert saved.path.name == "checkpoint-00000040.pt" and saved.step == 40

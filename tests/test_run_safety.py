@@ -25,14 +25,14 @@ import pytest
 import torch
 from test_cli_errors import CHECKPOINT, FIXTURE, PAIRS, TINY, run_cli
 
-from annotated_transformer.training import guards
-from annotated_transformer.training.checkpoints import (
+from annotated_transformer.runs.checkpoints import (
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
+from annotated_transformer.runs.presets import preset
+from annotated_transformer.training import guards
 from annotated_transformer.training.guards import Diverged, torchrun_environment
-from annotated_transformer.training.presets import preset
 from annotated_transformer.training.run import train
 from annotated_transformer.util import atomic
 
@@ -165,8 +165,8 @@ def test_a_diverged_run_stops_and_keeps_every_finite_checkpoint(keep, tmp_path, 
 
 
 def test_a_checkpoint_holding_nan_is_refused_everywhere(tmp_path, capsys):
+    from annotated_transformer.runs.saved_run import SavedRun
     from annotated_transformer.training.averaging import average_checkpoints
-    from annotated_transformer.training.saved_run import SavedRun
     from annotated_transformer.translator import Translator
 
     shutil.copytree(FIXTURE, tmp_path / "run")

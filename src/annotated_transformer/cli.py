@@ -33,11 +33,11 @@ from annotated_transformer.data.multi30k import DATA_DIR_ENV
 from annotated_transformer.data.vocab import normalize
 
 PROG = "annotated-transformer"
-# training.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
+# runs.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
 PRESET_NAMES = ("tiny", "small", "release", "base", "big")
 PRESET_LIST = ", ".join(PRESET_NAMES[:-1]) + " or " + PRESET_NAMES[-1]
 # decoding.simple.MAX_ALPHA and util.settings.LARGEST_INT, named here so that `--help` needs no
-# torch (a test keeps them equal); the largest token budget is training.presets' for max_tokens
+# torch (a test keeps them equal); the largest token budget is runs.presets' for max_tokens
 MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
 EXIT_STATUS = """\
 exit status:
@@ -296,8 +296,8 @@ def _set_changes(args: argparse.Namespace) -> dict:
 def _train_config(args: argparse.Namespace, changes: dict):
     """The run's settings: a preset's, or (with --resume) the run's own, with the changes typed.
     A setting typed wrong is a UsageError; one wrong in the run's files is not."""
-    from annotated_transformer.training.presets import preset
-    from annotated_transformer.training.saved_run import saved_config
+    from annotated_transformer.runs.presets import preset
+    from annotated_transformer.runs.saved_run import saved_config
     from annotated_transformer.util.settings import SettingError
 
     saved = None
@@ -517,12 +517,12 @@ def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) 
 
 def cmd_average(args: argparse.Namespace) -> int:
     """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
+    from annotated_transformer.runs.checkpoints import is_checkpoint
     from annotated_transformer.training.averaging import (
         average_checkpoints,
         check_average_path,
         last_checkpoints,
     )
-    from annotated_transformer.training.checkpoints import is_checkpoint
 
     try:
         out = check_average_path(args.out)
@@ -549,7 +549,7 @@ def cmd_save_pretrained(args: argparse.Namespace) -> int:
     tokenizer, SHA256SUMS): what `annotated_transformer/pretrained_model/` holds."""
     _check_checkpoint(args.checkpoint)
     from annotated_transformer.pretrained import check_replaceable, write_pretrained
-    from annotated_transformer.training.saved_run import SavedRun
+    from annotated_transformer.runs.saved_run import SavedRun
 
     check_replaceable(Path(args.out))
     sums = write_pretrained(SavedRun.load(args.checkpoint), args.out)

@@ -30,7 +30,7 @@ from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.decoding.search import length_penalty
 from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.onnx_export import write_files
-from annotated_transformer.training.presets import TrainConfig
+from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.translator import Translator, refuse_one_string
 
 FORMAT = "annotated-transformer ctranslate2 export"

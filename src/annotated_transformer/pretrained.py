@@ -28,8 +28,8 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import read_json
 from annotated_transformer.model.encoder_decoder import EncoderDecoder
 from annotated_transformer.model.transformer import build_model
-from annotated_transformer.training.presets import TrainConfig
-from annotated_transformer.training.saved_run import SavedRun
+from annotated_transformer.runs.presets import TrainConfig
+from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util.atomic import atomic_write
 
 FORMAT = "annotated-transformer pretrained model"

@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokenize
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.training.presets import TrainConfig
-from annotated_transformer.training.saved_run import SavedRun
+from annotated_transformer.runs.presets import TrainConfig
+from annotated_transformer.runs.saved_run import SavedRun
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from annotated_transformer.util.atomic import atomic_write
 
 if TYPE_CHECKING:  # the presets import torch: the command line reads this module's options
-    from annotated_transformer.training.presets import TrainConfig  # without waiting for it
+    from annotated_transformer.runs.presets import TrainConfig  # without waiting for it
 
 
 # Table 3 as published (newstest2013, English→German): perplexity per word piece, BLEU, and
@@ -128,7 +128,7 @@ def grid(base: "TrainConfig") -> list[Variation]:
 def base_config(profile: str) -> "TrainConfig":
     """The grid's base run. quick: a model between `tiny` and `small`, 400 steps (minutes on a
     CPU core); full: the `small` preset for its 12 epochs' worth of steps (a GPU)."""
-    from annotated_transformer.training.presets import preset
+    from annotated_transformer.runs.presets import preset
 
     bookkeeping = {"epochs": None, "log_every": 10, "bleu_sentences": 50, "keep": 1}
     if profile == "quick":
@@ -223,7 +223,7 @@ def recorded(results: Path, variation: Variation, base: "TrainConfig") -> dict |
     path = results / f"{variation.name}.json"
     if not path.exists():
         return None
-    from annotated_transformer.training.presets import TrainConfig
+    from annotated_transformer.runs.presets import TrainConfig
 
     record = json.loads(path.read_text(encoding="utf-8"))
     saved = TrainConfig.from_dict(record["config"], str(path))  # this version's form or 0.1.0's

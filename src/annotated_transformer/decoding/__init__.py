@@ -1,4 +1,4 @@
-"""Layer 3, decoding (§6.1): from a trained model to output sequences.
+"""Layer 4, decoding (§6.1): from a trained model to output sequences.
 
 - `simple`: greedy decoding over the whole prefix, the first version a reader meets
   ("A first example").

@@ -418,9 +418,8 @@ def beam_search(
             of the beams and then costs nothing; only when the beam drops it does it get a row
             of its own. Off (the default, the paper's search): plain beam search, which loses
             the greedy hypothesis for a few sentences in a hundred.
-        start, step: how the decoder state begins and advances: `start_cache` and
-            `decode_step` (the cache). The benchmark passes ones that re-run the decoder over
-            the whole prefix instead, to measure what the cache is worth.
+        start, step: how the decoder state begins and advances (`start_cache`, `decode_step`:
+            the cache); the benchmark passes ones that re-read the whole prefix instead.
 
     Returns:
         for each sentence, up to `n_best` pairs (token ids, score), best first. The ids begin

@@ -1,4 +1,4 @@
-"""Layer 4, evaluation (§6): scoring translations and looking inside the model.
+"""Layer 5, evaluation (§6): scoring translations and looking inside the model.
 
 - `scores`: sacreBLEU's BLEU, chrF and lowercased BLEU, with signatures, recorded with their
   provenance ("A real-world example", "Results"; the records: "Engineering a training run").

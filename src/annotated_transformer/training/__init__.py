@@ -1,4 +1,4 @@
-"""Layer 5, training (§5): from batches to trained weights.
+"""Layer 6, training (§5): from batches to trained weights.
 
 - `schedule`: Adam and the learning rate of Eq. (3) ("Optimizer and schedule").
 - `label_smoothing`: the loss with label smoothing, §5.4 ("Regularization").
@@ -6,11 +6,6 @@
   training loop").
 - `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
   bar; with those off, `simple_loop` ("The training loop").
-- `presets`: `TrainConfig` and the named presets ("Engineering a training run").
-- `checkpoints`: checkpoint files, written atomically, read with `weights_only=True`
-  ("Engineering a training run").
-- `saved_run`: a run read back from its checkpoint, with every check, in one place
-  ("Engineering a training run").
 - `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
 - `run`: a whole training run on Multi30k, in a few named steps around one `Run`: resumable,
   interruptible ("Engineering a training run").
@@ -21,5 +16,6 @@
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it
   fast"); the benchmarks in `benchmarks/` use them too.
 
-It imports every layer below it: `model`, `data`, `decoding`, `evaluation`, `util`.
+It imports every layer below it: `util`, `model`, `data`, `runs` (a run's settings,
+checkpoints and saved model), `decoding`, `evaluation`.
 """

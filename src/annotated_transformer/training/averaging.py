@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from annotated_transformer.training.checkpoints import NAME, SHIPPED, list_checkpoints
-from annotated_transformer.training.saved_run import SavedRun
+from annotated_transformer.runs.checkpoints import NAME, SHIPPED, list_checkpoints
+from annotated_transformer.runs.saved_run import SavedRun
 
 
 def average_state_dicts(

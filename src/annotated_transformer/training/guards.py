@@ -18,10 +18,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import torch
-
-from annotated_transformer.training.checkpoints import NAME, list_checkpoints
-from annotated_transformer.training.presets import FROM_THE_DATA, TrainConfig
+from annotated_transformer.runs.checkpoints import NAME, list_checkpoints
+from annotated_transformer.runs.presets import FROM_THE_DATA, TrainConfig
 
 try:
     import fcntl
@@ -160,14 +158,6 @@ def not_finite(loss: float, grad_norm: float | None) -> str | None:
     for name, value in (("loss", loss), ("gradient norm", grad_norm)):
         if value is not None and not math.isfinite(value):
             return f"the {name} is {value}"
-    return None
-
-
-def non_finite_weight(weights: dict[str, torch.Tensor]) -> str | None:
-    """The name of the first weight that holds NaN or inf, or None."""
-    for name, tensor in weights.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            return name
     return None
 
 

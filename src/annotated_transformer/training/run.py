@@ -50,12 +50,15 @@ from annotated_transformer.data.vocab import PAD_ID, Tokenizer, Vocab
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.model.transformer import build_model
-from annotated_transformer.training.checkpoints import (
+from annotated_transformer.runs.checkpoints import (
     NAME,
     checkpoint_path,
     list_checkpoints,
+    non_finite_weight,
     prune_checkpoints,
 )
+from annotated_transformer.runs.presets import FROM_THE_DATA, TrainConfig
+from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.training.distributed import (
     Processes,
     any_process,
@@ -74,7 +77,6 @@ from annotated_transformer.training.guards import (
     diverged,
     json_line,
     leave_the_terminal,
-    non_finite_weight,
     not_finite,
     torchrun_environment,
 )
@@ -86,8 +88,6 @@ from annotated_transformer.training.loop import (
     groups_of,
     train_step,
 )
-from annotated_transformer.training.presets import FROM_THE_DATA, TrainConfig
-from annotated_transformer.training.saved_run import SavedRun
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 from annotated_transformer.util.atomic import (
     TEMPORARY,

@@ -24,13 +24,13 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import Vocab
 from annotated_transformer.model.encoder_decoder import EncoderDecoder
 from annotated_transformer.model.transformer import ModelConfig, build_model
-from annotated_transformer.training.checkpoints import (
+from annotated_transformer.runs.checkpoints import (
     list_checkpoints,
     load_checkpoint,
+    non_finite_weight,
     save_checkpoint,
 )
-from annotated_transformer.training.guards import non_finite_weight
-from annotated_transformer.training.presets import TrainConfig
+from annotated_transformer.runs.presets import TrainConfig
 
 
 @dataclass
