@@ -70,17 +70,19 @@ def check_greedy_arguments(src: Tensor, src_mask: Tensor, max_len: int) -> None:
 MAX_ALPHA = 10.0  # the largest length penalty α: lp = ((5 + |Y|) / 6)^α stays a finite float
 
 
-def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any) -> tuple[int, int, float]:
-    """(beam_size, n_best, alpha) as int, int, float (NumPy numbers too) if 1 <= n_best <=
-    beam_size and 0 <= alpha <= MAX_ALPHA, else a ValueError naming the setting."""
+def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any,
+                        cap_n_best: bool = True) -> tuple[int, int, float]:  # fmt: skip
+    """(beam_size, n_best, alpha) as int, int, float (NumPy numbers too) if 1 <= n_best (<=
+    beam_size if `cap_n_best`) and 0 <= alpha <= MAX_ALPHA, else a ValueError naming it."""
 
     def integer(value: Any) -> bool:  # (NumPy's too, but not True or 2.0)
         return hasattr(value, "__index__") and not isinstance(value, bool)
 
     if not integer(beam_size) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-    if not integer(n_best) or not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best!r}")
+    if not integer(n_best) or n_best < 1 or (cap_n_best and n_best > beam_size):
+        what = f"between 1 and beam_size={beam_size}" if cap_n_best else "a positive integer"
+        raise ValueError(f"n_best must be {what}, got {n_best!r}")
     number = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
     if not number or not 0 <= float(alpha) <= MAX_ALPHA:  # (also refuses NaN and inf)
         raise ValueError(f"alpha must be >= 0 and at most {MAX_ALPHA:g} (the paper uses 0.6), "
@@ -115,7 +117,7 @@ def simple_beam_search(
     Returns:
         up to `n_best` pairs (token ids, score), best first.
     """
-    k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha)
+    k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha, cap_n_best=False)
     device = src.device
     memory = model.encode(src, src_mask)  # (1, S, d_model)
     ys = torch.full((1, 1), start_symbol, dtype=torch.long, device=device)  # (beams, t)
