@@ -18,6 +18,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +169,7 @@ def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str
     assert not unexpected and all(set(name.split(".")) & tied_or_fixed for name in missing)
     about = {"format": FORMAT, "version": 1, "origin": origin or {}}
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch:
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch, quiet():
         marian.save_pretrained(scratch)
         hf_tokenizer(bpe, config.max_position_embeddings).save_pretrained(scratch)
         files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:5]}
@@ -224,6 +226,20 @@ def hub_card(card: str | None) -> str:
              "Multi30k test2016; the others are repetitions that `annotated-transformer` cuts "
              "at the source's length + 50 tokens and `generate` at max_length.\n")  # fmt: skip
     return "\n".join([*lines, "---", ""]) + "\n" + usage + "\n" + card
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Without transformers' progress bars (on standard error), for the `with` block."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
 
 
 def check_replaceable(folder: Path) -> None:
