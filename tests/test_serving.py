@@ -255,3 +255,23 @@ def test_the_exported_tokenizer_normalizes_as_ours(ours):
     for text in variants:
         assert tokenizer(text).input_ids == ours.encode([text])[0].tolist(), repr(text)
     assert tokenizer(variants[1]).input_ids == tokenizer(plain).input_ids
+
+
+@pytest.mark.parametrize(("command", "package"), [
+    ("export-ct2", "ctranslate2"), ("export-hf", "transformers"),
+])  # fmt: skip
+def test_an_export_without_its_package_says_what_to_install(monkeypatch, capsys, tmp_path,
+                                                             command, package):  # fmt: skip
+    from annotated_transformer import cli
+
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name: None if name == package else real(name))  # fmt: skip
+    status = cli.main([command, "--out", str(tmp_path / "out")])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(error) == 1
+    assert (
+        f"{command} needs the package {package}: pip install 'annotated-transformer[serve]'"
+        in (error[0])
+    )
+    assert not (tmp_path / "out").exists()

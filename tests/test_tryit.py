@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotated_transformer import cli, onnx_export
+from annotated_transformer import cli
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, SPACES, ZERO_WIDTH, normalize
 from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
@@ -197,7 +197,9 @@ def test_a_failed_write_leaves_the_earlier_export_whole(
     with torch.no_grad():
         for parameter in other.parameters():
             parameter.mul_(0.5)  # another model: every graph's bytes differ
-    real = onnx_export.atomic_write
+    from annotated_transformer.util import atomic
+
+    real = atomic.atomic_write  # what write_files writes each file with
 
     @contextmanager
     def disk_full_at_the_decoder(path: Path, mode: str = "wb") -> Iterator:
@@ -206,7 +208,7 @@ def test_a_failed_write_leaves_the_earlier_export_whole(
                 raise OSError(errno.ENOSPC, "No space left on device")
             yield file
 
-    monkeypatch.setattr(onnx_export, "atomic_write", disk_full_at_the_decoder)
+    monkeypatch.setattr(atomic, "atomic_write", disk_full_at_the_decoder)
     with pytest.raises(WriteFailed, match=r"decoder\.onnx: No space left on device"):
         export_onnx(other, load_pretrained().bpe, web, origin={"test": "other"})
     assert {path.name: path.read_bytes() for path in web.iterdir()} == before
@@ -221,7 +223,7 @@ def test_export_onnx_without_the_onnx_packages_says_what_to_install(
     status = cli.main(["export-onnx", "--out", str(tmp_path / "web")])
     error = capsys.readouterr().err.strip().splitlines()
     assert status == 1 and len(error) == 1
-    assert "needs the packages onnxscript" in error[0] and "annotated-transformer[onnx]" in error[0]
+    assert "needs the package onnxscript" in error[0] and "annotated-transformer[onnx]" in error[0]
     assert not (tmp_path / "web").exists()
 
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from annotated_transformer import __version__
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
@@ -561,69 +561,63 @@ def cmd_save_pretrained(args: argparse.Namespace) -> int:
 def cmd_export_onnx(args: argparse.Namespace) -> int:
     """Write the model as two ONNX graphs (the encoder, one decoder step) with its tokenizer:
     what the book's chapter "Try it" runs in the browser."""
-    missing = [
-        name for name in ("onnx", "onnxscript", "onnxruntime") if not importlib.util.find_spec(name)
-    ]
-    if missing:
-        raise OSError(f"export-onnx needs the packages {', '.join(missing)}: "
-                      f"pip install 'annotated-transformer[onnx]'")  # fmt: skip
-    from annotated_transformer.onnx_export import FILES, check_replaceable, export_onnx
+    _needs("export-onnx", ("onnx", "onnxscript", "onnxruntime"), "onnx")
+    from annotated_transformer import onnx_export
 
-    out = Path(args.out)
-    check_replaceable(out)
-    _check_checkpoint(args.checkpoint)
-    translator = _translator(args)
-    if translator.bpe is None:
-        raise ValueError(f"{args.checkpoint}: export-onnx needs a run with the shared BPE "
-                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
-    export_onnx(translator.model, translator.bpe, out, origin=translator.origin)
-    for name in FILES:
-        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
-    return 0
+    translator = _model_to_export(args, "export-onnx", onnx_export.check_replaceable)
+    onnx_export.export_onnx(translator.model, translator.bpe, args.out, origin=translator.origin)
+    return _wrote(Path(args.out), onnx_export.FILES)
 
 
 def cmd_export_ct2(args: argparse.Namespace) -> int:
     """Write the model as a CTranslate2 model with its tokenizer, which `translate --checkpoint`
     and `CT2Translator.open` read."""
-    if not importlib.util.find_spec("ctranslate2"):
-        raise OSError("export-ct2 needs the package ctranslate2: "
-                      "pip install 'annotated-transformer[serve]'")  # fmt: skip
+    _needs("export-ct2", ("ctranslate2",), "serve")
     from annotated_transformer import ct2_export
 
-    out = Path(args.out)
-    ct2_export.check_replaceable(out)
-    _check_checkpoint(args.checkpoint)
-    translator = _translator(args)
-    if translator.bpe is None:
-        raise ValueError(f"{args.checkpoint}: export-ct2 needs a run with the shared BPE "
-                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
+    translator = _model_to_export(args, "export-ct2", ct2_export.check_replaceable)
     ct2_export.check_convertible(translator.model)
-    ct2_export.export_ct2(translator.model, translator.bpe, translator.config, out,
+    ct2_export.export_ct2(translator.model, translator.bpe, translator.config, args.out,
                           quantization=args.quantization, origin=translator.origin)  # fmt: skip
-    for name in ct2_export.FILES:
-        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
-    return 0
+    return _wrote(Path(args.out), ct2_export.FILES)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     """Write the model as a Hugging Face `transformers` MarianMTModel folder with its tokenizer
     and a Hub model card."""
-    if not importlib.util.find_spec("transformers"):
-        raise OSError("export-hf needs the package transformers: "
-                      "pip install 'annotated-transformer[serve]'")  # fmt: skip
+    _needs("export-hf", ("transformers",), "serve")
     from annotated_transformer import hf_export
 
-    out = Path(args.out)
-    hf_export.check_replaceable(out)
+    translator = _model_to_export(args, "export-hf", hf_export.check_replaceable)
+    hf_export.check_marian(translator.model)
+    hf_export.export_hf(translator.model, translator.bpe, args.out,
+                        card=_model_card(args.checkpoint), origin=translator.origin)  # fmt: skip
+    return _wrote(Path(args.out), hf_export.FILES)
+
+
+def _needs(command: str, packages: Sequence[str], extra: str) -> None:
+    """An OSError naming the packages `command` needs that are not installed, and the extra."""
+    missing = [name for name in packages if not importlib.util.find_spec(name)]
+    if missing:
+        package = "the packages" if len(missing) > 1 else "the package"
+        raise OSError(f"{command} needs {package} {', '.join(missing)}: "
+                      f"pip install 'annotated-transformer[{extra}]'")  # fmt: skip
+
+
+def _model_to_export(args: argparse.Namespace, command: str, check_out: Callable) -> Any:
+    """--out checked (`check_out`), then the model of --checkpoint, which must have the shared
+    BPE vocabulary that every export carries (a Translator)."""
+    check_out(Path(args.out))
     _check_checkpoint(args.checkpoint)
     translator = _translator(args)
     if translator.bpe is None:
-        raise ValueError(f"{args.checkpoint}: export-hf needs a run with the shared BPE "
+        raise ValueError(f"{args.checkpoint}: {command} needs a run with the shared BPE "
                          f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
-    hf_export.check_marian(translator.model)
-    card = _model_card(args.checkpoint)
-    hf_export.export_hf(translator.model, translator.bpe, out, card=card, origin=translator.origin)
-    for name in hf_export.FILES:
+    return translator
+
+
+def _wrote(out: Path, files: Sequence[str]) -> int:
+    for name in files:
         print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
     return 0
 
@@ -838,26 +832,27 @@ def _add_save_pretrained(commands: Commands) -> None:
     save.set_defaults(run=cmd_save_pretrained)
 
 
-def _add_export_onnx(commands: Commands) -> None:
-    about = "write the model as ONNX graphs (encoder, one decoder step) with its tokenizer"
-    export = commands.add_parser("export-onnx", help=about, description=about + ": what the "
-                                 "book's chapter 'Try it' runs in the browser.")  # fmt: skip
+def _add_export(commands: Commands, name: str, about: str, more: str) -> argparse.ArgumentParser:
+    """An export command: `--checkpoint` (default: the shipped model) and `--out`, a folder."""
+    export = commands.add_parser(name, help=about, description=about + more)
     export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
                         "vocabulary (default: the model that ships with the package)")  # fmt: skip
     export.add_argument("--out", required=True, help="the folder to write (files in it that an "
                         "export did not write are not replaced)")  # fmt: skip
+    return export
+
+
+def _add_export_onnx(commands: Commands) -> None:
+    about = "write the model as ONNX graphs (encoder, one decoder step) with its tokenizer"
+    export = _add_export(commands, "export-onnx", about, ": what the book's chapter 'Try it' "
+                         "runs in the browser.")  # fmt: skip
     export.set_defaults(run=cmd_export_onnx, device="cpu")
 
 
 def _add_export_ct2(commands: Commands) -> None:
     about = "write the model for CTranslate2 (OpenNMT's inference engine) with its tokenizer"
-    export = commands.add_parser("export-ct2", help=about, description=about + ". "
-                                 "`translate --checkpoint OUT` then decodes with it exactly as "
-                                 "with PyTorch (float32).")  # fmt: skip
-    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
-                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
-    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
-                        "export did not write are not replaced)")  # fmt: skip
+    export = _add_export(commands, "export-ct2", about, ". `translate --checkpoint OUT` then "
+                         "decodes with it exactly as with PyTorch (float32).")  # fmt: skip
     export.add_argument("--quantization", choices=["float32", "int8"], default="float32",
                         help="the weights' type (int8: smaller and faster, a little less "
                         "exact; default: float32)")  # fmt: skip
@@ -866,13 +861,9 @@ def _add_export_ct2(commands: Commands) -> None:
 
 def _add_export_hf(commands: Commands) -> None:
     about = "write the model for Hugging Face transformers (a MarianMTModel) with a model card"
-    export = commands.add_parser("export-hf", help=about, description=about + ": "
-                                 "MarianMTModel.from_pretrained and AutoTokenizer.from_pretrained "
-                                 "read the folder with no code of this package.")  # fmt: skip
-    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
-                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
-    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
-                        "export did not write are not replaced)")  # fmt: skip
+    export = _add_export(commands, "export-hf", about, ": MarianMTModel.from_pretrained and "
+                         "AutoTokenizer.from_pretrained read the folder with no code of this "
+                         "package.")  # fmt: skip
     export.set_defaults(run=cmd_export_hf, device="cpu")
 
 

@@ -29,9 +29,10 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.decoding.search import length_penalty
 from annotated_transformer.decoding.simple import check_beam_settings
-from annotated_transformer.onnx_export import write_files
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.translator import Translator, refuse_one_string
+from annotated_transformer.util import atomic
+from annotated_transformer.util.atomic import write_files
 
 FORMAT = "annotated-transformer ctranslate2 export"
 MODEL, VOCABULARY, TOKENIZER, ABOUT = (
@@ -173,14 +174,9 @@ def read_about(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder (a CTranslate2 model is a folder)")
-    there = [name for name in FILES if (folder / name).exists()]
-    if there and read_about(folder) is None:
-        raise FileExistsError(
-            f"{folder} holds {', '.join(there)}, not a CTranslate2 export's: not replaced"
-        )
+    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
+    (`util.atomic.check_replaceable`)."""
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a CTranslate2 export")
 
 
 # From book/serving.ipynb,

@@ -28,7 +28,8 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPACES, ZERO_WIDTH
-from annotated_transformer.onnx_export import write_files
+from annotated_transformer.util import atomic
+from annotated_transformer.util.atomic import write_files
 
 FORMAT = "annotated-transformer transformers export"
 # Marian's greedy output equals ours on this many of the 1,000 sentences of test2016 with the
@@ -243,15 +244,6 @@ def quiet() -> Iterator[None]:
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder (a transformers model is a folder)")
-    there = [name for name in FILES if (folder / name).exists()]
-    try:
-        ours = json.loads((folder / ABOUT).read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if there and not ours:
-        raise FileExistsError(
-            f"{folder} holds {', '.join(there)}, not a transformers export's: not replaced"
-        )
+    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
+    (`util.atomic.check_replaceable`)."""
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a transformers export")

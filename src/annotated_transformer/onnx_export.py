@@ -16,7 +16,7 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ from torch import Tensor, nn
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.model.masks import subsequent_mask
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util import atomic
+from annotated_transformer.util.atomic import write_files
 
 FORMAT = "annotated-transformer onnx export"
 ENCODER, DECODER, TOKENIZER, ABOUT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "export.json"
@@ -160,28 +161,9 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
 
 
 def check_replaceable(folder: Path) -> None:
-    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder (the ONNX files go into a folder)")
-    there = [name for name in FILES if (folder / name).exists()]
-    try:
-        ours = json.loads((folder / ABOUT).read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if there and not ours:
-        raise FileExistsError(
-            f"{folder} holds {', '.join(there)}, not an ONNX export's: not replaced"
-        )
-
-
-def write_files(folder: Path, files: dict[str, bytes]) -> None:
-    """Write `files` (name: bytes) into `folder` together: each to a temporary file beside its
-    place first, and all renamed into place only when every one is whole, export.json last; so a
-    failed write changes none of them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as renames:  # each rename waits for the end; they run in reverse order
-        for name, data in files.items():
-            renames.enter_context(atomic_write(folder / name)).write(data)
+    """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
+    (`util.atomic.check_replaceable`)."""
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "an ONNX export")
 
 
 # From book/tryit.ipynb, "Try it: the model in your browser" › "Run by ONNX Runtime".

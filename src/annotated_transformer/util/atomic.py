@@ -11,11 +11,12 @@ a folder that is not writable) raises `WriteFailed`, whose message names the fil
 """
 
 import errno
+import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -107,3 +108,28 @@ def running(pid: int) -> bool:
     except (OSError, OverflowError):  # (another user's process: it runs)
         return True
     return True
+
+
+def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str,
+                      what: str) -> None:  # fmt: skip
+    """Refuse a `folder` that is a file, or that holds files of `names` while its `record` (a JSON
+    file among them) does not say {"format": form}: `what` (e.g. "an ONNX export") wrote it."""
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder}: not a folder ({what} is a folder of files)")
+    there = [name for name in names if (folder / name).exists()]
+    try:
+        ours = json.loads((folder / record).read_text(encoding="utf-8")).get("format") == form
+    except (OSError, ValueError, AttributeError):  # (missing, not UTF-8, not JSON, not an object)
+        ours = False
+    if there and not ours:
+        raise FileExistsError(f"{folder} holds {', '.join(there)}, not {what}'s: not replaced")
+
+
+def write_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Write `files` (name: bytes) into `folder` together: each to a temporary file beside its
+    place first, and all renamed into place only when every one is whole, the last named last;
+    so a failed write changes none of them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as renames:  # each rename waits for the end; they run in reverse order
+        for name, data in files.items():
+            renames.enter_context(atomic_write(folder / name)).write(data)
