@@ -414,10 +414,8 @@ def beam_search(
         alpha: the length penalty's α (the paper: 0.6).
         n_best: how many finished hypotheses to return per sentence (at most k).
         keep_greedy: also follow the greedy hypothesis to its end and let it compete, so the
-            result never scores below greedy decoding's. The greedy prefix is nearly always one
-            of the beams and then costs nothing; only when the beam drops it does it get a row
-            of its own. Off (the default, the paper's search): plain beam search, which loses
-            the greedy hypothesis for a few sentences in a hundred.
+            result never scores below greedy decoding's (it costs a row only when the beam
+            drops it). Off (the default): the paper's plain beam search.
         start, step: how the decoder state begins and advances (`start_cache`, `decode_step`:
             the cache); the benchmark passes ones that re-read the whole prefix instead.
 

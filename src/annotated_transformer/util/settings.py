@@ -79,7 +79,7 @@ class Setting:
         return text + (" or null" if self.optional else "")
 
     def check(self, name: str, value: Any) -> Any:
-        """`value`, as the setting's type (2.0 becomes 2, 1 becomes 1.0); else a SettingError."""
+        """`value` as the setting's type (2.0 becomes 2, 1 becomes 1.0), else a SettingError."""
         if value is None and self.optional:
             return None
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -92,9 +92,8 @@ class Setting:
         else:
             fits = isinstance(value, self.kind)
         if not fits:
-            raise SettingTypeError(
-                f"setting {name}: expected {self.allowed()}, got {described(value)}"
-            )
+            got = described(value)
+            raise SettingTypeError(f"setting {name}: expected {self.allowed()}, got {got}")
         value = self.kind(value)
         inside = [
             self.kind is not float or math.isfinite(value),  # no inf, no NaN
@@ -108,9 +107,8 @@ class Setting:
         top = LARGEST_INT if self.high is None else self.high
         if self.kind is int and not -LARGEST_INT - 1 <= value <= top:
             bound = "" if self.high is not None else f" up to {top:,} (64 bits)"
-            raise SettingError(
-                f"setting {name}: expected {self.allowed()}{bound}, got {shown(value)}"
-            )
+            got = shown(value)
+            raise SettingError(f"setting {name}: expected {self.allowed()}{bound}, got {got}")
         return value
 
 
