@@ -13,7 +13,12 @@ ratios between them:
 - batched greedy decoding with the cache (`search.greedy_decode`), as `translate` runs it;
 - cached against uncached at equal batches, with every output forced to 40 tokens;
 - beam search with 4 beams (with and without the greedy lane), as `translate --beam 4` runs it;
-- beam search with and without the cache (`WholePrefix`), at equal batches.
+- beam search with and without the cache (`WholePrefix`), and with `decode_step` against
+  `FusedStep`, at equal batches;
+- text in, text out, every sentence of the split, greedy and beam 4 (α 0.6): our `Translator`,
+  CTranslate2 (float32 and int8, converted by `export_ct2`) and `transformers` (the
+  `MarianMTModel` of `export_hf`), each with its BLEU, all on `--threads` threads, one engine
+  alive at a time. The other engines need the `[serve]` extra; without it their rows are left out.
 
 Machines are noisy: compare ratios within one run, not seconds across runs.
 """
@@ -21,9 +26,14 @@ Machines are noisy: compare ratios within one run, not seconds across runs.
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 
 import torch
 from common import command, now, padded, run_main, versions, write_report
@@ -33,7 +43,9 @@ from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
+from annotated_transformer.decoding.cache import FusedStep
 from annotated_transformer.decoding.simple import simple_greedy_decode
+from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.training.measure import timed
 from annotated_transformer.translator import Translator
@@ -80,15 +92,25 @@ class Timings:
         self.device = device
         self.results: dict[str, dict] = {}
 
-    def time(self, name: str, work: Callable[[], object], sentences: int, note: str) -> None:
-        seconds = timed(work, self.device)
+    def time(self, name: str, work: Callable[[], object], sentences: int, note: str,
+             references: list[str] | None = None) -> None:  # fmt: skip
+        """Time `work`; given `references`, `work` returns translations, and their BLEU is kept."""
+        out: list = []
+        seconds = timed(lambda: out.append(work()), self.device)
         self.results[name] = {
             "seconds": round(seconds, 3),
             "sentences": sentences,
             "sentences_per_second": round(sentences / seconds, 2),
             "what": note,
         }
-        print(f"{name:<28} {sentences / seconds:9.1f} sentences/s  ({seconds:.2f} s)  {note}")
+        score = ""
+        if references is not None:
+            found = bleu(out[0], references)
+            self.results[name]["bleu"] = round(found.score, 2)
+            score = f"  BLEU {found.score:5.2f}"
+        print(
+            f"{name:<30} {sentences / seconds:9.1f} sentences/s  ({seconds:.2f} s){score}  {note}"
+        )
 
     def speed(self, name: str) -> float:
         return self.results[name]["sentences_per_second"]
@@ -151,11 +173,84 @@ def _time_equal_batches(
     uncached = beams(start=WholePrefix.start, step=WholePrefix.step)
     timings.time("beam 4, uncached", uncached, few, note)
     timings.time("beam 4, cached (same)", beams(), few, note)
+    timings.time("beam 4, cached, FusedStep", beams(step=FusedStep.of(model)), few, note)
+
+
+Engine = Callable[[list[str], int], list[str]]  # (sentences, beam size) -> translations
+
+
+def _ours(translator: Translator, folder: Path, threads: int) -> Engine:
+    return lambda german, beam: translator.translate(german, beam_size=beam, alpha=0.6)
+
+
+def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]:
+    def make(translator: Translator, folder: Path, threads: int) -> Engine:
+        from annotated_transformer.ct2_export import CT2Translator
+
+        engine = CT2Translator.converted(translator, quantization, threads=threads)
+        return lambda german, beam: engine.translate(german, beam_size=beam, alpha=0.6)
+
+    return make
+
+
+def _transformers(translator: Translator, folder: Path, threads: int) -> Engine:
+    """MarianMTModel.generate on the export of `export_hf`, 50 sentences a batch, by length."""
+    from transformers import AutoTokenizer, MarianMTModel
+
+    from annotated_transformer.hf_export import export_hf, quiet
+
+    device = next(translator.model.parameters()).device
+    with quiet():
+        export_hf(translator.model, translator.bpe, folder / "hf", origin=translator.origin)
+        tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
+        marian = MarianMTModel.from_pretrained(folder / "hf").eval().to(device)
+
+    def translate(german: list[str], beam: int) -> list[str]:
+        order = sorted(range(len(german)), key=lambda i: len(german[i]))
+        out = [""] * len(german)
+        for start in range(0, len(order), 50):
+            indices = order[start : start + 50]
+            batch = tokenizer([german[i] for i in indices], return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                made = marian.generate(**batch.to(device), num_beams=beam, do_sample=False)
+            for i, text in zip(indices, tokenizer.batch_decode(made, skip_special_tokens=True),
+                               strict=True):  # fmt: skip
+                out[i] = text
+        return out
+
+    return translate
+
+
+ENGINES = (  # name, the package it needs (None: ours), how to make it
+    ("ours", None, _ours),
+    ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32")),
+    ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8")),
+    ("transformers", "transformers", _transformers),
+)
+
+
+def _time_engines(timings: Timings, translator: Translator, pairs: list, threads: int) -> None:
+    """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4."""
+    german, english = [de for de, _ in pairs], [en for _, en in pairs]
+    with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch:
+        for name, package, make in ENGINES:
+            if package and not importlib.util.find_spec(package):
+                print(f"{name}: left out ({package} is not installed: the [serve] extra)")
+                continue
+            engine = make(translator, Path(scratch), threads)
+            engine(german[:20], 4)  # warm up
+            for beam in (1, 4):
+                how = "greedy" if beam == 1 else "beam 4"
+                note = f"text in, text out, {threads} threads, alpha 0.6"
+                timings.time(f"{name}, {how}", partial(engine, german, beam), len(german), note,
+                             english)  # fmt: skip
+            del engine
+            gc.collect()  # its threads and memory gone before the next engine starts
 
 
 def _ratios(timings: Timings) -> dict[str, float]:
     speed = timings.speed
-    return {
+    ratios = {
         "cached batched greedy / 2022 way": speed("greedy, cached, batched")
         / speed("greedy, 2022 way"),
         "cached / uncached, 40 tokens, equal batch": speed("40 tokens, cached")
@@ -165,11 +260,22 @@ def _ratios(timings: Timings) -> dict[str, float]:
         "plain beam 4 time / greedy time": speed("greedy, cached, batched") / speed("beam 4 plain"),
         "cached / uncached, beam 4, equal batch": speed("beam 4, cached (same)")
         / speed("beam 4, uncached"),
+        "FusedStep / decode_step, beam 4, equal batch": speed("beam 4, cached, FusedStep")
+        / speed("beam 4, cached (same)"),
     }
+    for other in ("CTranslate2 float32", "CTranslate2 int8", "transformers"):
+        for how in ("greedy", "beam 4"):
+            if f"{other}, {how}" in timings.results:
+                ratios[f"ours / {other}, {how}"] = speed(f"ours, {how}") / speed(f"{other}, {how}")
+    return ratios
 
 
 def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    torch.set_num_threads(args.threads)
+    if args.checkpoint is None:
+        translator = Translator.pretrained(device=args.device)
+    else:
+        translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     model, device = translator.model, next(translator.model.parameters()).device
     pairs = [(s, t) for s, t in read_split(args.split, args.data_dir) if s.strip() and t.strip()]
     if args.limit:
@@ -182,6 +288,10 @@ def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
         _time_translate(timings, translator, sources, few)
         max_len = translator.config.model.max_len
         _time_equal_batches(timings, model, sources, few, args.batch, max_len)
+    if args.engines and translator.bpe is None:
+        print("engines: left out (a run with word vocabularies: the other engines read BPE)")
+    elif args.engines:
+        _time_engines(timings, translator, pairs, args.threads)
     ratios = _ratios(timings)
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
@@ -205,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchmarks/decoding.py", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint, or a run folder")
+    parser.add_argument("--checkpoint", help="a checkpoint, or a run folder (default: the model "
+                        "that ships with the package)")  # fmt: skip
     parser.add_argument("--split", default="test2016")
     parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
@@ -217,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="sentences for the slow 2022 way (default 200; its rate is per sentence)",
     )
     parser.add_argument("--device", choices=["cpu", "cuda"])
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    parser.add_argument("--no-engines", dest="engines", action="store_false",
+                        help="leave out the text-in, text-out rows of every engine")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")
     return parser
 

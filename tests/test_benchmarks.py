@@ -228,7 +228,8 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     args = ["--checkpoint", str(tmp_path / "run"), "--data-dir", str(data_dir), "--limit", "6",
             "--baseline-limit", "3", "--batch", "4", "--output", str(out)]  # fmt: skip
     assert decoding_benchmark.main(args) == 0
-    assert f"wrote {out}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
     assert sorted(record) == ["benchmark", "checkpoint", "command", "date", "device", "ratios",
@@ -238,9 +239,31 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     assert sentences == {
         "greedy, 2022 way": 3, "greedy, cached, batched": 6, "beam 4, cached, batched": 6,
         "beam 4 plain": 6, "40 tokens, uncached": 6, "40 tokens, cached": 6,
-        "beam 4, uncached": 3, "beam 4, cached (same)": 3,
+        "beam 4, uncached": 3, "beam 4, cached (same)": 3, "beam 4, cached, FusedStep": 3,
     }  # fmt: skip
-    assert len(record["ratios"]) == 5 and all(value > 0 for value in record["ratios"].values())
+    assert len(record["ratios"]) == 6 and all(value > 0 for value in record["ratios"].values())
+    assert "engines: left out (a run with word vocabularies" in printed
+
+
+def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys):
+    """The shipped model (BPE) through ours, CTranslate2 float32 and int8, and transformers:
+    text in, text out, each row with its BLEU, and our speed over each other engine's."""
+    out = tmp_path / "bench.json"
+    args = ["--data-dir", str(data_dir), "--limit", "6", "--baseline-limit", "2", "--batch", "6",
+            "--output", str(out)]  # fmt: skip
+    assert decoding_benchmark.main(args) == 0
+    record = json.loads(out.read_text())
+    engines = ["ours", "CTranslate2 float32", "CTranslate2 int8", "transformers"]
+    rows = {f"{name}, {how}" for name in engines for how in ("greedy", "beam 4")}
+    assert rows <= set(record["results"])
+    assert all(record["results"][row]["sentences"] == 6 for row in rows)
+    assert all(0 <= record["results"][row]["bleu"] <= 100 for row in rows)
+    float32 = [
+        record["results"][f"CTranslate2 float32, {how}"]["bleu"] for how in ("greedy", "beam 4")
+    ]
+    assert float32 == [record["results"][f"ours, {how}"]["bleu"] for how in ("greedy", "beam 4")]
+    others = [f"ours / {name}, {how}" for name in engines[1:] for how in ("greedy", "beam 4")]
+    assert set(others) <= set(record["ratios"])
 
 
 def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):

@@ -217,6 +217,15 @@ def shipped_sums(text: str) -> Callable[[Path], None]:
 # --- the table -----------------------------------------------------------------------------------
 
 
+def ct2_folder(folder: Path) -> None:
+    """The shipped model exported for CTranslate2 (float32) into `folder`."""
+    from annotated_transformer.ct2_export import export_ct2
+    from annotated_transformer.translator import Translator
+
+    shipped = Translator.pretrained()
+    export_ct2(shipped.model, shipped.bpe, shipped.config, folder)
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: run `annotated-transformer *argv` in a folder prepared by `setup`."""
@@ -471,6 +480,16 @@ CASES = [
          note="mine/model.bin: another program's model"),
     Case("export-ct2-quantization", VALUE, ("export-ct2", "--out", "ct2", "--quantization", "int4"),
          2, "argument --quantization: invalid choice: 'int4'", "exit 2, names the choices"),
+    # Issue 33, decoding with int8 weights
+    Case("translate-quantize-word-run", RUN_FILES,
+         ("translate", "--checkpoint", "run", "--quantize", "int8", "Hallo"), 1,
+         "--quantize needs a run with the shared BPE vocabulary", "exit 1",
+         note="run: a run with word vocabularies"),
+    Case("translate-quantize-an-export", VALUE,
+         ("translate", "--checkpoint", "ct2", "--quantize", "int8", "Hallo"), 2,
+         "ct2 is a CTranslate2 export already (float32)", "exit 2, says how to write an int8 one",
+         setup=lambda folder: ct2_folder(folder / "ct2"),
+         note="ct2: written by export-ct2 (float32)"),
     Case("export-hf-word-run", RUN_FILES, ("export-hf", "--checkpoint", "run", "--out", "hf"),
          1, "export-hf needs a run with the shared BPE vocabulary", "exit 1, writes nothing",
          note="run: a run with word vocabularies"),

@@ -177,6 +177,21 @@ def _translator(args: argparse.Namespace):
     return translator
 
 
+def _quantized(translator: Any, args: argparse.Namespace) -> Any:
+    """`translate --quantize int8`: the model converted to CTranslate2's int8 in memory."""
+    from annotated_transformer.ct2_export import CT2Translator
+
+    if isinstance(translator, CT2Translator):
+        raise UsageError(f"--quantize {args.quantize}: {args.checkpoint} is a CTranslate2 export "
+                         f"already ({translator.origin['quantization']}); write another with "
+                         f"export-ct2 --quantization {args.quantize}")  # fmt: skip
+    _needs(f"translate --quantize {args.quantize}", ("ctranslate2",), "serve")
+    if translator.bpe is None:
+        raise ValueError(f"{args.checkpoint}: --quantize needs a run with the shared BPE "
+                         f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
+    return CT2Translator.converted(translator, args.quantize)
+
+
 def _ct2_export(path: str) -> bool:
     """Whether `path` is a folder that `export-ct2` wrote (read by CTranslate2, not PyTorch)."""
     from annotated_transformer.ct2_export import read_about
@@ -378,7 +393,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(
             "nothing to translate: give sentences as arguments, or one per line on standard input"
         )
-    translator = _translator(args)
+    translator = _quantized(_translator(args), args) if args.quantize else _translator(args)
     for i, sentence in enumerate(sentences, 1):
         unknown = translator.unknown_words(sentence)
         if unknown:
@@ -774,6 +789,11 @@ def _add_translate(commands: Commands) -> None:
     translate = commands.add_parser("translate", help="translate German sentences into English")
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
     _model_options(translate)
+    translate.add_argument(
+        "--quantize", choices=["int8"],
+        help="decode with 8-bit weights: the model converted to CTranslate2's int8 in memory "
+        "(needs the [serve] extra; faster, a little less exact; see the chapter Serving)",
+    )  # fmt: skip
     translate.set_defaults(run=cmd_translate)
 
 

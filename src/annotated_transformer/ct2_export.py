@@ -244,3 +244,17 @@ class CT2Translator(Translator):
                 best = max(ranked, key=lambda pair: pair[0])[1]
                 out[i] = self.detokenize([t for t in best if t != "</s>"])
         return out
+
+    @classmethod
+    def converted(cls, translator: Translator, quantization: str = "int8",
+                  threads: int = 0) -> "CT2Translator":  # fmt: skip
+        """`translator`'s model (PyTorch, BPE) as a CTranslate2 model in memory, on its device."""
+        check_convertible(translator.model)
+        device = next(translator.model.parameters()).device.type
+        with tempfile.TemporaryDirectory(prefix="annotated-transformer-") as scratch:
+            folder = Path(scratch) / "ct2"
+            export_ct2(translator.model, translator.bpe, translator.config, folder,
+                       quantization=quantization, origin=translator.origin)  # fmt: skip
+            engine = cls.open(folder, device=device, threads=threads)  # reads every file now
+        engine.origin["ctranslate2"] = "converted in memory"
+        return engine

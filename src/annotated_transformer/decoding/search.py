@@ -117,6 +117,8 @@ def greedy_decode(
     start_symbol: int,
     end_symbol: int | None = None,
     pad_symbol: int = 0,
+    *,
+    step: Callable = decode_step,
 ) -> Tensor:
     """The most probable next token at every step, with the cache; batched.
 
@@ -130,6 +132,7 @@ def greedy_decode(
         start_symbol: the id every output begins with.
         end_symbol: if given, a sentence ends at it, and the search stops when all have ended.
         pad_symbol: fills the positions after a sentence's end.
+        step: how the decoder advances (`decode_step`, or a `FusedStep`: the same tokens).
 
     Returns:
         (B, L) token ids beginning with `start_symbol`, L the longest output.
@@ -150,7 +153,7 @@ def greedy_decode(
             rows, tokens, cache = live, tokens[keep], cache.select(keep)
         if rows.numel() == 0:
             break
-        log_probs, cache = decode_step(model, tokens, cache)  # (b, V)
+        log_probs, cache = step(model, tokens, cache)  # (b, V)
         tokens = log_probs.argmax(dim=-1)  # (b,)
         out[rows, t] = tokens
         length = t + 1
@@ -282,6 +285,8 @@ def _follow_greedy(
     b, end, device = beams.active.numel(), beams.end_symbol, beams.active.device
     live = beams.lane_at >= OWN  # (b,)
     first = torch.arange(b, device=device) * beams.width  # (b,): each sentence's first beam row
+    if not live.any():  # no lane (plain beam search, or every lane ended): nothing to follow
+        return first, first
     lane_row = first + beams.lane_at.clamp(min=0)  # (b,): the row holding each lane's prefix
     lane_row[beams.own] = b * beams.width + torch.arange(beams.own.numel(), device=device)
     best, choice = log_probs[lane_row].max(dim=-1)  # (b,), (b,)
