@@ -261,6 +261,25 @@ class Case:
         return command + {"": "", "closed": " >&-", "full": " > /dev/full"}[self.stdout]
 
 
+def miniature_mirror(
+    damaged: str | None = None, missing: str | None = None, misaligned: str | None = None
+) -> Callable[[Path], None]:
+    """A miniature WMT 2014 mirror in `mirror/` (tests/wmt_miniature.py), one archive spoiled."""
+
+    def setup(folder: Path) -> None:
+        from wmt_miniature import make_mirror
+
+        make_mirror(folder / "mirror", misaligned=misaligned)
+        if damaged:
+            (folder / "mirror" / damaged).write_bytes(b"not the archive\n")
+        if missing:
+            (folder / "mirror" / missing).unlink()
+
+    return setup
+
+
+WMT = ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror", "--test-sources",
+       "mirror/SOURCES.json", "--data-dir", "wmt")  # fmt: skip
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
 TR = ("translate", "--checkpoint", "run")
 SENTENCE = "Ein Hund rennt."
@@ -661,6 +680,26 @@ CASES = [
          ("attention", "--checkpoint", "run", "--output", "a.json", "\ufeff\u200b"), 2,
          "nothing to translate: give one German sentence", "exit 2",
          note="U+FEFF, U+200B: a byte-order mark, a zero-width space"),
+    # Issue 35, WMT data
+    Case("wmt14-archive-damaged", MISSING, WMT, 1,
+         "mirror/dev.tgz: SHA256 is", "exit 1, names the archive, both checksums and their "
+         "source; extracts nothing", setup=miniature_mirror(damaged="dev.tgz"),
+         note="mirror: a miniature WMT whose dev.tgz is damaged"),
+    Case("wmt14-archive-missing", MISSING, WMT, 1,
+         "mirror/test-full.tgz: missing", "exit 1, names the archive and its address",
+         setup=miniature_mirror(missing="test-full.tgz"), note="mirror: without test-full.tgz"),
+    Case("wmt14-sides-misaligned", MISSING, WMT, 1,
+         "training/europarl-v7.de-en.en has 240 sentences but training/europarl-v7.de-en.de has "
+         "239", "exit 1, names both files and counts; no output, no temporary file",
+         setup=miniature_mirror(misaligned="europarl-v7"),
+         note="mirror: its Europarl archive lost a German line"),
+    Case("wmt14-filter-not-positive", VALUE,
+         ("download", "--dataset", "wmt14-en-de", "--max-ratio", "0"), 2,
+         "--max-ratio 0.0: give a positive number", "exit 2 before any download"),
+    Case("wmt14-onto-other-files", CLOBBER, WMT, 1,
+         "wmt holds train.en, which this tool did not write", "exit 1 before any download",
+         setup=both(miniature_mirror(), write("wmt/train.en", "my text\n")),
+         note="wmt/train.en: the user's file"),
 ]  # fmt: skip
 
 

@@ -262,9 +262,17 @@ def _sha256_is(path: Path, digest: str) -> bool:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    """Download every Multi30k file (checking its SHA-256) into the cache or --data-dir."""
+    """Download every Multi30k file (checking its SHA-256) into the cache or --data-dir; with
+    --dataset wmt14-en-de, WMT 2014's archives, checked, as plain text."""
     from annotated_transformer.data import multi30k
 
+    if args.dataset == "wmt14-en-de":
+        return _download_wmt14(args)
+    wmt_only = [option for option, value in (("--mirror", args.mirror), ("--max-length",
+                args.max_length), ("--max-ratio", args.max_ratio), ("--dedup", args.dedup or None),
+                ("--test-sources", args.test_sources)) if value is not None]  # fmt: skip
+    if wmt_only:
+        raise UsageError(f"{', '.join(wmt_only)}: only with --dataset wmt14-en-de")
     folder = Path(args.data_dir) if args.data_dir is not None else multi30k.cache_dir()
     check_output_folder(folder, "--data-dir" if args.data_dir is not None else "the cache")
     others = []  # files of Multi30k's names that are not its files: a download would replace them
@@ -281,6 +289,28 @@ def cmd_download(args: argparse.Namespace) -> int:
         for lang in multi30k.LANGUAGES:
             path = multi30k.download(split, lang, folder, progress=sys.stderr.isatty())
             print(f"ok  {path}")
+    return 0
+
+
+def _download_wmt14(args: argparse.Namespace) -> int:
+    """WMT 2014 English–German: every archive fetched and checked, then extracted as text."""
+    from annotated_transformer.data import wmt14
+
+    for option, value in (("--max-length", args.max_length), ("--max-ratio", args.max_ratio)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{option} {value}: give a positive number")
+    folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
+    check_output_folder(folder, "--data-dir" if args.data_dir is not None else "the cache")
+    wmt14.check_extraction_folder(folder)
+    sources = wmt14.SOURCES
+    if args.test_sources is not None:  # a miniature mirror's own checksums: for tests only
+        sources = wmt14.sources_from_json(args.test_sources)
+        print(f"checksums from {args.test_sources}, not the package's (--test-sources)")
+    filters = wmt14.Filters(args.max_length, args.max_ratio, args.dedup)
+    manifest = wmt14.download(folder, args.mirror, filters, sources, sys.stderr.isatty())
+    for split, counts in manifest["splits"].items():
+        left_out = sum(counts["left_out"].values())
+        print(f"ok  {folder / split}.{{en,de}}: {counts['pairs']:,} pairs ({left_out:,} left out)")
     return 0
 
 
@@ -738,14 +768,39 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("info", help="versions, device, and the chapter behind each module")
     info.set_defaults(run=cmd_info)
-    download = commands.add_parser("download", help="download Multi30k, checking every file")
+    download = commands.add_parser("download", help="download Multi30k (or WMT 2014 en-de), "
+                                   "checking every file")  # fmt: skip
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
+    _add_wmt14_options(download)
     download.set_defaults(run=cmd_download)
     for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average,
                 _add_save_pretrained, _add_export_onnx, _add_export_ct2, _add_export_hf,
                 _add_grid):  # fmt: skip
         add(commands)
     return parser
+
+
+def _add_wmt14_options(download: argparse.ArgumentParser) -> None:
+    download.add_argument("--dataset", choices=["multi30k", "wmt14-en-de"], default="multi30k",
+                          help="multi30k (default), or wmt14-en-de: the paper's WMT 2014 "
+                          "archives, extracted as plain text into --data-dir")  # fmt: skip
+    wmt = download.add_argument_group("wmt14-en-de")
+    wmt.add_argument("--mirror", help="a folder holding the archives, or a URL to fetch them "
+                     "from (https://, file://) instead of statmt.org")  # fmt: skip
+    wmt.add_argument("--max-length", type=int, help="leave out training pairs with more words "
+                     "on a side (default: keep all; fairseq: 250 BPE pieces)")  # fmt: skip
+    wmt.add_argument(
+        "--max-ratio",
+        type=float,
+        help="leave out training pairs whose longer "
+        "side has more than this many words per word of the other (fairseq: 1.5)",
+    )
+    wmt.add_argument("--dedup", action="store_true", help="leave out repeated training pairs")
+    wmt.add_argument(
+        "--test-sources",
+        help="for tests only: a JSON registry of the archives "
+        "with its own checksums (a miniature mirror's), instead of the package's",
+    )
 
 
 DATA_HELP = f"folder holding the raw Multi30k files (default: ${DATA_DIR_ENV}, else download)"

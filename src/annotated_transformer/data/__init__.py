@@ -9,6 +9,10 @@
 - `vocab`: tokenizers and word vocabularies ("Multi30k").
 - `corpus`: a split tokenized and encoded ("Multi30k").
 - `bpe`: one shared byte-pair-encoding vocabulary ("Subwords: byte-pair encoding").
+- `wmt14`: WMT 2014 English–German, archives checked and extracted as text ("At the paper's
+  scale").
+- `shards`: a BPE learned from files on disk, token ids on disk as memory maps, a `Dataset`
+  over them ("At the paper's scale").
 
 It imports only `model` (for the masks) and `util`.
 """

@@ -1,0 +1,171 @@
+"""WMT 2014 English–German end to end on a miniature corpus in the real archives' layout:
+download from a local or `file://` mirror with checksums, extraction, BPE, shards, a tiny model
+trained on the shards, averaging, and sacreBLEU on both forms of newstest2014."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from wmt_miniature import COUNTS, make_mirror
+
+from annotated_transformer.data import wmt14
+from annotated_transformer.data.bpe import BPETokenizer
+from annotated_transformer.data.shards import ShardedPairs, learn_bpe, shard_loader, write_shard
+from annotated_transformer.data.vocab import PAD_ID, normalize
+from annotated_transformer.evaluation.newstest import bpe_translate, score_newstest
+from annotated_transformer.model.transformer import ModelConfig, build_model
+from annotated_transformer.training.averaging import average_state_dicts
+from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.loop import TrainState, train_epoch
+from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
+
+TRAIN = COUNTS["europarl-v7"] + COUNTS["commoncrawl"] + COUNTS["news-commentary-v9"]
+
+
+def download(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "annotated_transformer", "download", "--dataset",
+               "wmt14-en-de", *args]  # fmt: skip
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The miniature, downloaded from a local-folder mirror and extracted by the command line."""
+    work = tmp_path_factory.mktemp("wmt")
+    registry = make_mirror(work / "mirror")
+    done = download("--mirror", "mirror", "--test-sources", str(registry), "--data-dir", "text",
+                    cwd=work)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "not the package's" in done.stdout
+    return work / "text"
+
+
+def test_every_checksum_names_where_it_was_published() -> None:
+    for name, source in wmt14.SOURCES.items():
+        algorithm, digest = source.checksum.split(":")
+        if name.startswith("newstest2014"):  # only sacreBLEU publishes one: an MD5
+            assert algorithm == "md5" and len(digest) == 32 and "sacreBLEU" in source.published
+            assert source.sgml and all(m.endswith(".sgm") for m in source.members.values())
+        else:
+            assert algorithm == "sha256" and len(digest) == 64 and "TensorFlow" in source.published
+            assert source.size and not source.sgml
+    assert sorted(s for split in wmt14.SPLITS.values() for s in split) == sorted(wmt14.SOURCES)
+
+
+def test_download_extracts_aligned_clean_text_and_a_manifest(text: Path) -> None:
+    manifest = json.loads((text / "manifest.json").read_text())
+    splits = manifest["splits"]
+    assert splits["train"]["pairs"] == TRAIN - 1  # the pair with an empty side
+    assert splits["train"]["left_out"] == {"empty": 1, "length": 0, "ratio": 0, "duplicate": 0}
+    for split, count in (("newstest2013", 40), ("newstest2014-full", 48),
+                         ("newstest2014-filtered", 40)):  # fmt: skip
+        assert splits[split]["pairs"] == count
+        en, de = ((text / f"{split}.{lang}").read_text().split("\n") for lang in ("en", "de"))
+        assert len(en) == len(de) == count + 1 and not en[-1]  # one line each, aligned
+    train = (text / "train.en").read_text().split("\n")
+    assert train[1] == "The old cat sees the tree."  # spaces trimmed and collapsed
+    assert "Bonjour." not in train and "<seg" not in (text / "newstest2014-full.en").read_text()
+    full = (text / "newstest2014-full.de").read_text().split("\n")
+    assert (text / "newstest2014-filtered.de").read_text().split("\n")[:-1] == full[:40]
+    assert manifest["filters"] == {"max_length": None, "max_ratio": None, "dedup": False}
+
+
+def test_filters_leave_out_what_they_say(tmp_path: Path) -> None:
+    registry = wmt14.sources_from_json(make_mirror(tmp_path / "mirror"))
+    archives = {name: tmp_path / "mirror" / s.file for name, s in registry.items()}
+    filters = wmt14.Filters(max_length=6, max_ratio=1.0, dedup=True)
+    manifest = wmt14.extract(archives, tmp_path / "out", filters, registry)
+    left_out = manifest["splits"]["train"]["left_out"]
+    assert left_out["length"] > 0 and left_out["duplicate"] > 0
+    assert manifest["splits"]["train"]["pairs"] + sum(left_out.values()) == TRAIN
+    for line in (tmp_path / "out" / "train.en").read_text().splitlines():
+        assert len(line.split(" ")) <= 6
+    assert manifest["splits"]["newstest2014-full"]["pairs"] == 48  # tests are never filtered
+
+
+def test_a_file_url_mirror_goes_through_the_pooch_cache(tmp_path, monkeypatch) -> None:
+    registry = wmt14.sources_from_json(make_mirror(tmp_path / "mirror"))
+    monkeypatch.setattr(wmt14, "cache_dir", lambda: tmp_path / "cache")
+    url = (tmp_path / "mirror").as_uri()
+    wmt14.download(tmp_path / "out", url, sources=registry)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        s.file for s in registry.values()
+    )
+    assert (tmp_path / "out" / "newstest2014-filtered.en").is_file()
+    (tmp_path / "mirror" / "dev.tgz").write_bytes(b"not the archive")
+    (tmp_path / "cache" / "dev.tgz").unlink()
+    with pytest.raises(ValueError, match="SHA256 hash of downloaded file"):
+        wmt14.download(tmp_path / "again", url, sources=registry)
+    assert not (tmp_path / "cache" / "dev.tgz").exists() and not (tmp_path / "again").exists()
+
+
+def test_the_bpe_streams_and_the_shards_hold_the_encoded_pairs(text: Path) -> None:
+    tokenizer = learn_bpe([text / "train.en", text / "train.de"], vocab_size=320)
+    lines = [*(text / "train.en").read_text().splitlines(),
+             *(text / "train.de").read_text().splitlines()]  # fmt: skip
+    assert tokenizer == BPETokenizer.train([normalize(s) for s in lines], vocab_size=320)
+    meta = write_shard(tokenizer, text, "newstest2013", chunk=7)  # chunks of 7 pairs
+    assert meta["pairs"] == 40 and meta["dtype"] == "uint16"
+    shard = ShardedPairs(text / "shards", "newstest2013")
+    en = (text / "newstest2013.en").read_text().splitlines()
+    src, tgt = shard[39]
+    assert tokenizer.detokenize(tokenizer.vocab.decode(src[:-1].tolist())) == en[39]
+    assert tgt[0].item() == 1 and tgt[-1].item() == 2 and src[-1].item() == 2
+    assert list(shard.src_lengths) == [len(shard[i][0]) for i in range(len(shard))]
+    one = [b.src.tolist() for b in shard_loader(shard, 200, epoch=1, num_workers=0)]
+    two = [b.src.tolist() for b in shard_loader(shard, 200, epoch=1, num_workers=1)]
+    assert one == two and sum(len(b) for b in one) == 40  # a worker process gives the same
+
+
+def test_a_damaged_shard_is_one_clear_error(text: Path, tmp_path: Path) -> None:
+    tokenizer = learn_bpe([text / "newstest2013.en", text / "newstest2013.de"], vocab_size=300)
+    write_shard(tokenizer, text, "newstest2013", out=tmp_path)
+    ids = tmp_path / "newstest2013.en.ids"
+    ids.write_bytes(ids.read_bytes()[:-2])
+    with pytest.raises(ValueError, match="cut short"):
+        ShardedPairs(tmp_path, "newstest2013")
+    with pytest.raises(FileNotFoundError, match="write the shard first"):
+        ShardedPairs(tmp_path, "train")
+
+
+def test_a_tiny_model_trains_on_shards_and_is_scored_on_both_test_sets(text: Path) -> None:
+    torch.manual_seed(0)
+    tokenizer = learn_bpe([text / "train.en", text / "train.de"], vocab_size=320)
+    write_shard(tokenizer, text, "train")
+    train = ShardedPairs(text / "shards", "train")
+    config = ModelConfig(len(tokenizer), len(tokenizer), N=1, d_model=32, d_ff=64, h=2,
+                         share_embeddings=True, max_len=96)  # fmt: skip
+    model = build_model(config)
+    optimizer = make_optimizer(model.parameters())
+    scheduler = noam_scheduler(optimizer, config.d_model, factor=2.0, warmup=50)
+    criterion, state, kept = LabelSmoothing(len(tokenizer), PAD_ID, 0.1), TrainState(), []
+    for epoch in range(3):
+        batches = shard_loader(train, max_tokens=600, epoch=epoch, num_workers=1)
+        train_epoch(model, batches, criterion, optimizer, scheduler, state=state, progress=False)
+        kept.append({k: v.clone() for k, v in model.state_dict().items()})
+    assert state.step == 3 * len(batches) and state.sentences == 3 * (TRAIN - 1)
+    model.load_state_dict(average_state_dicts(kept[-2:]))
+    results = score_newstest(bpe_translate(model, tokenizer, beam_size=2, max_len=96), text)
+    assert {form: r["sentences"] for form, r in results.items()} == {"full": 48, "filtered": 40}
+    for r in results.values():
+        assert r["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+        assert 0.0 <= r["sacrebleu"]["score"] <= 100.0
+
+
+def test_download_refuses_what_does_not_fit(tmp_path: Path) -> None:
+    registry = make_mirror(tmp_path / "mirror", misaligned="europarl-v7")
+    done = download("--mirror", "mirror", "--test-sources", str(registry), "--data-dir", "out",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "training/europarl-v7.de-en.en has 240 sentences but" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror"]  # no output, no temporary
+    done = download("--max-ratio", "0", cwd=tmp_path)
+    assert done.returncode == 2 and "--max-ratio 0" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "annotated_transformer", "download", "--dedup"],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "only with --dataset wmt14-en-de" in done.stderr
