@@ -160,3 +160,18 @@ def test_two_nodes_killed_and_resumed_continue_exactly(two_nodes, environment, t
     whole, resumed = weights(two_nodes), weights(killed)
     for name, weight in whole.items():
         assert torch.equal(resumed[name], weight), name
+
+
+def test_machines_that_do_not_share_the_run_folder_are_stopped(monkeypatch, tmp_path):
+    """Rank 1 of a resumed run on a machine that does not see the run folder would start afresh
+    at step 0 while rank 0 resumes: `check_same_start` stops them, naming the steps."""
+    from types import SimpleNamespace
+
+    from annotated_transformer.training import run as trainer
+
+    monkeypatch.setattr(trainer, "gather", lambda value, procs: [value, 0])
+    resumed = SimpleNamespace(run_dir=tmp_path, procs=None, state=SimpleNamespace(step=6))
+    with pytest.raises(ValueError, match=r"start from steps \[6, 0\] \(by rank\): every machine"):
+        trainer.check_same_start(resumed)
+    trainer.check_same_start(SimpleNamespace(run_dir=tmp_path, procs=None,
+                                             state=SimpleNamespace(step=0)))  # fmt: skip
