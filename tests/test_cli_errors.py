@@ -341,7 +341,7 @@ CASES = [
          ("evaluate", "--checkpoint", "run", "--split", "all", "val"), 2,
          "--split all stands alone", "exit 2, says what all means"),
     Case("train-without-preset", CONFLICT, ("train", "--out", "new"), 2,
-         "give --preset (tiny, small, release, base or big), or --resume",
+         "give --preset (tiny, small, release, base, big, wmt14-base or wmt14-big), or --resume",
          "exit 2, names both ways"),
     Case("translate-empty", NOTHING, (*TR, " "), 2, "nothing to translate",
          "exit 2, says where sentences go"),
@@ -349,7 +349,7 @@ CASES = [
          stdin=b"\n  \n"),
     Case("attention-empty", NOTHING,
          ("attention", "--checkpoint", "run", "--output", "a.json", ""), 2,
-         "nothing to translate: give one German sentence", "exit 2"),
+         "nothing to translate: give one sentence", "exit 2"),
     # What the files did: exit status 1
     Case("checkpoint-missing", MISSING, ("translate", "--checkpoint", "runs/x", SENTENCE), 1,
          "runs/x: no such checkpoint or run folder", "exit 1, names the path"),
@@ -678,7 +678,7 @@ CASES = [
          note="U+00A0, U+3000, U+2009: Unicode spaces"),
     Case("attention-only-zero-width", NOTHING,
          ("attention", "--checkpoint", "run", "--output", "a.json", "\ufeff\u200b"), 2,
-         "nothing to translate: give one German sentence", "exit 2",
+         "nothing to translate: give one sentence", "exit 2",
          note="U+FEFF, U+200B: a byte-order mark, a zero-width space"),
     # Issue 35, WMT data
     Case("wmt14-archive-damaged", MISSING, WMT, 1,
@@ -700,6 +700,15 @@ CASES = [
          "wmt holds train.en, which this tool did not write", "exit 1 before any download",
          setup=both(miniature_mirror(), write("wmt/train.en", "my text\n")),
          note="wmt/train.en: the user's file"),
+    # Issue 35, either direction and the paper's presets
+    Case("pair-unknown", SETTING, (*T, "new", "--set", 'pair="fr-en"'), 2,
+         'setting pair: expected one of "de-en", "en-de", got "fr-en"',
+         "exit 2, names the setting and the directions there are"),
+    Case("pair-option-unknown", VALUE, (*T, "new", "--pair", "de-fr"), 2,
+         "argument --pair: invalid choice: 'de-fr'", "exit 2, lists the directions"),
+    Case("wmt14-not-connected", MISSING, ("train", "--preset", "wmt14-base", "--out", "new"), 1,
+         "setting dataset='wmt14-en-de': training on WMT 2014 reads the shards that",
+         "exit 1, says what the trainer cannot read yet; no folder made"),
 ]  # fmt: skip
 
 
@@ -754,7 +763,7 @@ if os.environ.get("SMALL_DATA"):  # every split: a few sentences, not Multi30k
 
     _PAIRS = [("Ein Hund rennt über die Wiese.", "A dog runs across the meadow."),
               ("Eine Frau lacht.", "A woman laughs."), ("Ein Mann fährt Rad.", "A man rides.")] * 8
-    _multi30k.read_split = lambda split, data_dir=None: list(_PAIRS)
+    _multi30k.read_split = lambda split, data_dir=None, pair="de-en": list(_PAIRS)
 '''
 
 
@@ -927,7 +936,9 @@ def small_data(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     reference = tmp_path_factory.mktemp("data") / "reference.en"
     reference.write_text("".join(english + "\n" for _, english in PAIRS), encoding="utf-8")
     for module in (multi30k, scores):
-        monkeypatch.setattr(module, "read_split", lambda split, data_dir=None: list(PAIRS))
+        monkeypatch.setattr(
+            module, "read_split", lambda split, data_dir=None, pair="de-en": list(PAIRS)
+        )
         monkeypatch.setattr(module, "fetch", lambda split, lang, data_dir=None: reference)
 
 
@@ -1038,8 +1049,8 @@ def test_options_that_do_not_go_together_are_exit_2(capsys, no_work):
           "x", "--split", "all", "--output", "all.en")  # fmt: skip
     fails(capsys, 2, "--split all stands alone", "evaluate", "--checkpoint", "x", "--split",
           "val", "all")  # fmt: skip
-    fails(capsys, 2, "give --preset (tiny, small, release, base or big), or --resume",
-          "train", "--out", "x", "--max-steps", "3")  # fmt: skip
+    fails(capsys, 2, "give --preset (tiny, small, release, base, big, wmt14-base or wmt14-big), "
+          "or --resume", "train", "--out", "x", "--max-steps", "3")  # fmt: skip
     fails(capsys, 2, "give --preset", "train", "--out", "nothing-here", "--resume")
 
 

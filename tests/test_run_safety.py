@@ -42,7 +42,7 @@ from annotated_transformer.data import multi30k
 
 PAIRS = [("Ein Hund rennt über die Wiese.", "A dog runs across the meadow."),
          ("Eine Frau lacht.", "A woman laughs."), ("Ein Mann fährt Rad.", "A man rides.")] * 8
-multi30k.read_split = lambda split, data_dir=None: list(PAIRS)
+multi30k.read_split = lambda split, data_dir=None, pair="de-en": list(PAIRS)
 '''
 LONG = ("--max-steps", "100000", "--set", "log_every=1", "--set", "save_every=100000",
         "--set", "eval_every=100000")  # fmt: skip
@@ -53,7 +53,9 @@ def small_data(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every split is a few sentences (test_cli_errors.PAIRS): no Multi30k read."""
     from annotated_transformer.data import multi30k
 
-    monkeypatch.setattr(multi30k, "read_split", lambda split, data_dir=None: list(PAIRS))
+    monkeypatch.setattr(
+        multi30k, "read_split", lambda split, data_dir=None, pair="de-en": list(PAIRS)
+    )
 
 
 @pytest.fixture

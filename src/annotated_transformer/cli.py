@@ -34,11 +34,13 @@ from annotated_transformer.data.vocab import normalize
 
 PROG = "annotated-transformer"
 # runs.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
-PRESET_NAMES = ("tiny", "small", "release", "base", "big")
+PRESET_NAMES = ("tiny", "small", "release", "base", "big", "wmt14-base", "wmt14-big")
 PRESET_LIST = ", ".join(PRESET_NAMES[:-1]) + " or " + PRESET_NAMES[-1]
 # decoding.simple.MAX_ALPHA and util.settings.LARGEST_INT, named here so that `--help` needs no
 # torch (a test keeps them equal); the largest token budget is runs.presets' for max_tokens
 MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
+# runs.presets' PAIRS and LANGUAGE_NAMES, named here so that `--help` needs no torch (tested)
+PAIRS, LANGUAGE_NAMES = ("de-en", "en-de"), {"de": "German", "en": "English"}
 EXIT_STATUS = """\
 exit status:
   0      done
@@ -324,6 +326,8 @@ def _set_changes(args: argparse.Namespace) -> dict:
         changes["epochs"] = None  # --max-steps alone: stop by steps only
     if args.tokenizer is not None:  # BPE as the paper used it: shared, with tied embeddings
         changes |= {"tokenizer": args.tokenizer, "share_embeddings": args.tokenizer == "bpe"}
+    if args.pair is not None:
+        changes["pair"] = args.pair
     for setting in args.set or []:
         name, equals, value = setting.partition("=")
         if not equals:
@@ -400,7 +404,8 @@ def _read_stdin() -> list[str]:
         except (OSError, ValueError):  # (already read from: it keeps its encoding)
             pass
     if sys.stdin.isatty():
-        print(f"{PROG}: reading German sentences, one per line; end with Ctrl-D", file=sys.stderr)
+        print(f"{PROG}: reading sentences to translate, one per line; end with Ctrl-D",
+              file=sys.stderr)  # fmt: skip
     try:
         lines = _LINE_END.split(sys.stdin.read())  # CR, CRLF and LF all end a line
     except UnicodeDecodeError as error:
@@ -413,7 +418,8 @@ def _read_stdin() -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    """Translate German sentences (arguments, or one per line on stdin) into English."""
+    """Translate sentences (arguments, or one per line on stdin) in the direction the model was
+    trained (its run's `pair`; the shipped model: German into English)."""
     if sys.stdout is None:
         raise OSError("standard output is closed: the translations would be lost")
     _check_checkpoint(args.checkpoint)
@@ -424,12 +430,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
             "nothing to translate: give sentences as arguments, or one per line on standard input"
         )
     translator = _quantized(_translator(args), args) if args.quantize else _translator(args)
+    source = LANGUAGE_NAMES[translator.config.languages[0]]
     for i, sentence in enumerate(sentences, 1):
         unknown = translator.unknown_words(sentence)
         if unknown:
             print(
                 f"{PROG}: warning: sentence {i}: {len(unknown)} word(s) not in "
-                f"the German vocabulary, read as <unk>: {', '.join(unknown)}",
+                f"the {source} vocabulary, read as <unk>: {', '.join(unknown)}",
                 file=sys.stderr,
             )
     # An empty line stays an empty line, so that output lines match input lines.
@@ -467,14 +474,16 @@ def _our_translations(path: Path) -> bool:
     """Whether a file is the translations of a results record (`evaluate --results` wrote it)."""
     from annotated_transformer.evaluation.scores import is_results_record
 
-    return path.suffix == ".en" and is_results_record(path.with_suffix(".json"))
+    suffixes = {f".{code}" for code in LANGUAGE_NAMES}  # SPLIT-TAG.en, or .de (en-de runs)
+    return path.suffix in suffixes and is_results_record(path.with_suffix(".json"))
 
 
-def _check_results(folder: str, split: str, tag: str) -> None:
-    """The two files `--results` writes for a split replace only a record of ours and its .en."""
+def _check_results(folder: str, split: str, tag: str, target: str = "en") -> None:
+    """The two files `--results` writes for a split replace only a record of ours and its
+    translations (SPLIT-TAG.en, or .de for an English→German model)."""
     from annotated_transformer.evaluation.scores import is_results_record, results_paths
 
-    hyp_path, json_path = results_paths(folder, split, tag)
+    hyp_path, json_path = results_paths(folder, split, tag, target)
     ours = json_path.is_file() and is_results_record(json_path) and not hyp_path.is_dir()
     for path in (json_path, hyp_path):
         if path.exists() and not ours:
@@ -486,7 +495,8 @@ def _check_results(folder: str, split: str, tag: str) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Translate Multi30k splits and score them with sacreBLEU; optionally record the results."""
+    """Translate Multi30k splits in the model's direction and score them with sacreBLEU;
+    optionally record the results."""
     from annotated_transformer.data import multi30k
     from annotated_transformer.evaluation.scores import EVAL_SPLITS
 
@@ -513,7 +523,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     ])  # fmt: skip
     for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
-            _check_results(args.results, split, tag)
+            _check_results(args.results, split, tag, translator.config.languages[1])
     for split in splits:  # every input file, checked before any translating
         for lang in multi30k.LANGUAGES:
             multi30k.fetch(split, lang, args.data_dir)
@@ -579,7 +589,7 @@ def cmd_average(args: argparse.Namespace) -> int:
     paths: list = []
     for given in args.checkpoints:
         if Path(given).is_dir():
-            paths.extend(last_checkpoints(given, args.last))
+            paths.extend(last_checkpoints(given, args.last or _average_last(Path(given))))
         else:
             paths.append(Path(given))
     averaged = average_checkpoints(paths)
@@ -587,6 +597,14 @@ def cmd_average(args: argparse.Namespace) -> int:
     steps = ", ".join(str(entry["step"]) for entry in averaged.extra["averaged_from"])
     print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
     return 0
+
+
+def _average_last(run_dir: Path) -> int:
+    """How many checkpoints a run averages (its `average_last`: §6.1's 5, or 20 for big)."""
+    from annotated_transformer.runs.saved_run import saved_config
+
+    config = saved_config(run_dir)
+    return 5 if config is None else config.average_last
 
 
 def cmd_save_pretrained(args: argparse.Namespace) -> int:
@@ -610,7 +628,13 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     from annotated_transformer import onnx_export
 
     translator = _model_to_export(args, "export-onnx", onnx_export.check_replaceable)
-    onnx_export.export_onnx(translator.model, translator.bpe, args.out, origin=translator.origin)
+    onnx_export.export_onnx(
+        translator.model,
+        translator.bpe,
+        args.out,
+        origin=translator.origin,
+        pair=translator.config.pair,
+    )
     return _wrote(Path(args.out), onnx_export.FILES)
 
 
@@ -636,7 +660,8 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     translator = _model_to_export(args, "export-hf", hf_export.check_replaceable)
     hf_export.check_marian(translator.model)
     hf_export.export_hf(translator.model, translator.bpe, args.out,
-                        card=_model_card(args.checkpoint), origin=translator.origin)  # fmt: skip
+                        card=_model_card(args.checkpoint), origin=translator.origin,
+                        pair=translator.config.pair)  # fmt: skip
     return _wrote(Path(args.out), hf_export.FILES)
 
 
@@ -686,7 +711,7 @@ def _our_attention_file(path: Path) -> bool:
 def cmd_attention(args: argparse.Namespace) -> int:
     """Translate one sentence and save every head's attention weights for it as JSON."""
     if not normalize(args.text):
-        raise UsageError("nothing to translate: give one German sentence")
+        raise UsageError("nothing to translate: give one sentence, in the model's source language")
     check_output_file(args.output, "--output", _our_attention_file, "an attention file")
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
@@ -810,14 +835,20 @@ Commands = argparse._SubParsersAction  # what `add_subparsers` returns
 def _add_train(commands: Commands) -> None:
     train = commands.add_parser(
         "train",
-        help="train on Multi30k German→English (under torchrun: on many processes)",
-        description="Train on Multi30k German→English. Run it under `torchrun --nproc_per_node "
-        "K` for K processes (NCCL on GPUs, gloo on CPUs).",
+        help="train a translation model: a preset's data and direction (Multi30k German→English "
+        "unless --pair or the preset says otherwise); under torchrun, on many processes",
+        description="Train a translation model from a preset (or --resume a run). Run it under "
+        "`torchrun --nproc-per-node G` for G processes on one machine, or on N machines with "
+        "`torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT` "
+        "on each (NCCL on GPUs, gloo on CPUs; rank 0 writes the run folder, which every machine "
+        "must see, e.g. on a shared disk).",
     )
     train.add_argument("--preset", choices=PRESET_NAMES)
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
     train.add_argument("--data-dir", help=DATA_HELP)
+    train.add_argument("--pair", choices=PAIRS, help="source-target languages: de-en translates "
+                       "German into English, en-de back (default: the preset's)")  # fmt: skip
     length = train.add_mutually_exclusive_group()
     length.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
     length.add_argument("--epochs", type=int, help="stop after this many passes over the data")
@@ -841,7 +872,10 @@ def _add_train(commands: Commands) -> None:
 
 
 def _add_translate(commands: Commands) -> None:
-    translate = commands.add_parser("translate", help="translate German sentences into English")
+    translate = commands.add_parser(
+        "translate", help="translate sentences from the model's source language into its target "
+        "(the shipped model: German into English)",
+    )  # fmt: skip
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
     _model_options(translate)
     translate.add_argument(
@@ -863,11 +897,13 @@ def _add_evaluate(commands: Commands) -> None:
     evaluate.add_argument("--data-dir", help=DATA_HELP)
     evaluate.add_argument(
         "--output", help="also write the translations to this file (an existing file is "
-        "replaced only if it is the .en file of a results record, SPLIT-TAG.en)",
+        "replaced only if it is the translations of a results record, SPLIT-TAG.en, or .de "
+        "for an English→German model)",
     )  # fmt: skip
     evaluate.add_argument(
         "--results", metavar="DIR", help="record each split in DIR: SPLIT-TAG.json (command, "
-        "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations)",
+        "checkpoint, decoding, scores with signatures) and SPLIT-TAG.en (the translations; "
+        ".de for an English→German model)",
     )  # fmt: skip
     evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4, "
                           "avg5-beam4-keepgreedy with --keep-greedy)")  # fmt: skip
@@ -881,7 +917,7 @@ def _add_attention(commands: Commands) -> None:
     )
     attention.add_argument("--output", required=True, help="JSON file to write (an existing "
                            "file is replaced only if it is such a file)")  # fmt: skip
-    attention.add_argument("text", help="one German sentence")
+    attention.add_argument("text", help="one sentence in the model's source language")
     _model_options(attention)
     attention.set_defaults(run=cmd_attention)
 
@@ -891,8 +927,8 @@ def _add_average(commands: Commands) -> None:
     average = commands.add_parser("average", help=about)
     given = "a run folder (its last --last checkpoints), or checkpoint files"
     average.add_argument("checkpoints", nargs="+", metavar="PATH", help=given)
-    average.add_argument("--last", type=_count(), default=5,
-                         help="checkpoints per run folder (5)")  # fmt: skip
+    average.add_argument("--last", type=_count(), help="checkpoints per run folder (default: "
+                         "the run's average_last: 5, or 20 for wmt14-big)")  # fmt: skip
     average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt "
                          "(an existing file is replaced only if it is a checkpoint)")  # fmt: skip
     average.set_defaults(run=cmd_average)

@@ -37,6 +37,7 @@ FORMAT = "annotated-transformer transformers export"
 # 1111...") that our limit, source + 50 tokens, cuts short and Marian's, max_len, does not.
 GREEDY_EQUAL = 998
 ABOUT = "annotated_transformer.json"  # ours, beside the files transformers reads
+EXAMPLES = {"de": "Ein Hund rennt durch den Schnee.", "en": "A dog runs through the snow."}
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
          "tokenizer_config.json", "README.md", ABOUT)  # fmt: skip
 
@@ -154,10 +155,11 @@ def hf_tokenizer(bpe: BPETokenizer, max_len: int) -> Any:  # a PreTrainedTokeniz
 
 
 def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str],
-              card: str | None = None,
-              origin: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+              card: str | None = None, origin: dict[str, Any] | None = None,
+              pair: str = "de-en") -> dict[str, Any]:  # fmt: skip
     """Write `model` and `bpe` as a MarianMTModel folder (FILES) with a Hub model card made from
-    `card` (markdown, e.g. the shipped MODEL_CARD.md); returns our record of the export."""
+    `card` (markdown, e.g. the shipped MODEL_CARD.md) for the direction `pair` (source-target);
+    returns our record of the export."""
     from transformers import MarianMTModel
 
     folder = Path(folder)
@@ -168,13 +170,13 @@ def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str
     missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
     tied_or_fixed = {"embed_tokens", "embed_positions", "lm_head"}  # tied to shared, or sinusoids
     assert not unexpected and all(set(name.split(".")) & tied_or_fixed for name in missing)
-    about = {"format": FORMAT, "version": 1, "origin": origin or {}}
+    about = {"format": FORMAT, "version": 1, "pair": pair, "origin": origin or {}}
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch, quiet():
         marian.save_pretrained(scratch)
         hf_tokenizer(bpe, config.max_position_embeddings).save_pretrained(scratch)
         files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:5]}
-    files["README.md"] = hub_card(card).encode()
+    files["README.md"] = hub_card(card, pair).encode()
     files[ABOUT] = (json.dumps(about, indent=1) + "\n").encode()
     write_files(folder, files)
     return about
@@ -196,17 +198,20 @@ def card_metrics(card: str) -> list[dict[str, Any]]:
     return metrics
 
 
-def hub_card(card: str | None) -> str:
-    """README.md in the Hub's format: YAML front matter, then `card`."""
-    card = card or "# annotated-transformer model, German→English\n"
+def hub_card(card: str | None, pair: str = "de-en") -> str:
+    """README.md in the Hub's format: YAML front matter, then `card`; `pair`: source-target."""
+    codes = pair.split("-")
+    source, target = ({"de": "German", "en": "English"}[code] for code in codes)
+    card = card or f"# annotated-transformer model, {source}→{target}\n"
     metrics = card_metrics(card)
-    lines = ["---", "language:", "- de", "- en", "license: mit", "library_name: transformers",
+    lines = ["---", "language:", *(f"- {code}" for code in codes), "license: mit",
+             "library_name: transformers",
              "pipeline_tag: translation", "tags:", "- translation", "- marian",
              "- annotated-transformer", "datasets:", "- multi30k"]  # fmt: skip
     if metrics:
-        lines += ["model-index:", "- name: annotated-transformer-de-en", "  results:"]
+        lines += ["model-index:", f"- name: annotated-transformer-{pair}", "  results:"]
     for split in dict.fromkeys(m["split"] for m in metrics):  # one result per split, in order
-        lines += ["  - task: {type: translation, name: German to English}",
+        lines += [f"  - task: {{type: translation, name: {source} to {target}}}",
                   f"    dataset: {{name: Multi30k {split}, type: multi30k, split: {split}}}",
                   "    metrics:"]  # fmt: skip
         lines += [f"    - {{type: {m['type']}, name: {m['name']}, value: {m['value']}, "
@@ -215,7 +220,7 @@ def hub_card(card: str | None) -> str:
              "```python\nfrom transformers import AutoTokenizer, MarianMTModel\n\n"
              'tokenizer = AutoTokenizer.from_pretrained("PATH-TO-THIS-FOLDER")\n'
              'model = MarianMTModel.from_pretrained("PATH-TO-THIS-FOLDER")\n'
-             'batch = tokenizer(["Ein Hund rennt durch den Schnee."], return_tensors="pt")\n'
+             f'batch = tokenizer(["{EXAMPLES[codes[0]]}"], return_tensors="pt")\n'
              "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))\n"
              "```\n\n`generate` searches with 4 beams and length penalty 0.6 by default; "
              "transformers divides a score by |Y|^0.6 where the paper's GNMT penalty is "

@@ -126,9 +126,11 @@ def float16_weights(proto) -> int:
 
 
 def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str],
-                origin: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+                origin: dict[str, Any] | None = None,
+                pair: str = "de-en") -> dict[str, Any]:  # fmt: skip
     """Write `model` (an `EncoderDecoder` with one shared BPE vocabulary, its weights rounded to
-    float16) and `bpe` into `folder` as the four FILES; returns export.json's settings."""
+    float16) and `bpe` into `folder` as the four FILES; returns export.json's settings (with
+    `pair`, the direction: source-target)."""
     folder = Path(folder)
     check_replaceable(folder)
     model = copy.deepcopy(model).float().eval().cpu()
@@ -150,7 +152,7 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
     layer = model.decoder.layers[0]
     about = {"format": FORMAT, "version": 1, "opset": OPSET, "max_len": max_len,
              "extra_length": EXTRA_LENGTH, "N": len(model.decoder.layers), "h": layer.src_attn.h,
-             "vocab": len(bpe), "origin": origin or {}}  # fmt: skip
+             "vocab": len(bpe), "pair": pair, "origin": origin or {}}  # fmt: skip
     files = {ABOUT: (json.dumps(about, indent=1) + "\n").encode(),
              TOKENIZER: bpe.to_json()["tokenizer"].encode()}  # fmt: skip
     for name, proto in graphs.items():

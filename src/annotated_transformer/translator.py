@@ -26,13 +26,14 @@ from annotated_transformer.runs.saved_run import SavedRun
 
 @dataclass
 class Translator:
-    """A trained model with what it needs to read German and write English."""
+    """A trained model with what it needs to read its source language and write its target
+    (`config.pair`: "de-en", German→English, unless the run was trained the other way)."""
 
     model: nn.Module
     config: TrainConfig
     src_vocab: Vocab
     tgt_vocab: Vocab
-    src_lang: str = "de"  # the source language's tokenizer rules (word vocabularies)
+    src_lang: str | None = None  # the source's tokenizer rules (default: config.languages[0])
     origin: dict = field(default_factory=dict)  # the checkpoint's path, step, training time
     max_tokens: int = 8192  # source positions per batch when translating (a k-th for k beams)
     bpe: BPETokenizer | None = None  # the shared BPE tokenizer of a tokenizer="bpe" run
@@ -41,6 +42,7 @@ class Translator:
         if self.bpe is not None:  # one tokenizer both ways; exact detokenization
             self.tokenizer, self.detokenize = self.bpe, self.bpe.detokenize
         else:  # spaCy's rules for the source; spaces put back by rule in the target
+            self.src_lang = self.src_lang or self.config.languages[0]
             self.tokenizer, self.detokenize = Tokenizer(self.src_lang), detokenize
 
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:

@@ -156,8 +156,10 @@ def val_perplexity(translator: Any, data_dir: str | os.PathLike[str] | None) -> 
     from annotated_transformer.training.label_smoothing import LabelSmoothing
     from annotated_transformer.training.loop import evaluate
 
-    target = Tokenizer("en") if translator.bpe is None else translator.bpe
-    text = tokenize_split("val", multi30k.read_split("val", data_dir), translator.tokenizer, target)
+    config = translator.config  # (its direction: config.pair)
+    target = Tokenizer(config.languages[1]) if translator.bpe is None else translator.bpe
+    pairs = multi30k.read_split("val", data_dir, config.pair)
+    text = tokenize_split("val", pairs, translator.tokenizer, target)
     split = encode_split(text, translator.src_vocab, translator.tgt_vocab)
     sampler = TokenBudgetBatchSampler(split.src_lengths, split.tgt_lengths, 4096, shuffle=False)
     device = next(translator.model.parameters()).device

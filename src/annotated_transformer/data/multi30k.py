@@ -125,17 +125,21 @@ def read_lines(path: Path) -> list[str]:
         return [line.rstrip("\r\n") for line in f]
 
 
-def read_pairs(de_path: Path, en_path: Path) -> list[tuple[str, str]]:
-    """The line-aligned (German, English) pairs of two gzip-compressed text files."""
-    de, en = read_lines(de_path), read_lines(en_path)
-    if len(de) != len(en):
+def read_pairs(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
+    """The line-aligned (source, target) pairs of two gzip-compressed text files."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
         raise ValueError(
-            f"{de_path} has {len(de)} lines but {en_path} has {len(en)}: the two sides of a "
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the two sides of a "
             f"split must be line-aligned"
         )
-    return list(zip(de, en, strict=True))
+    return list(zip(src, tgt, strict=True))
 
 
-def read_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
-    """The (German, English) sentence pairs of a split, raw and untokenized, in file order."""
-    return read_pairs(fetch(split, "de", data_dir), fetch(split, "en", data_dir))
+def read_split(
+    split: str, data_dir: str | os.PathLike[str] | None = None, pair: str = "de-en"
+) -> list[tuple[str, str]]:
+    """The (source, target) sentence pairs of a split, raw and untokenized, in file order: with
+    `pair="de-en"` (German, English), with "en-de" (English, German)."""
+    source, _, target = pair.partition("-")
+    return read_pairs(fetch(split, source, data_dir), fetch(split, target, data_dir))

@@ -71,6 +71,7 @@ class Evaluation:
     skipped: int  # pairs with an empty side, left out
     seconds: float  # time spent translating
     scores: dict[str, dict[str, Any]]
+    pair: str = "de-en"  # the direction translated: source-target
 
 
 def evaluate_split(
@@ -83,11 +84,13 @@ def evaluate_split(
     keep_greedy: bool = False,
     progress: bool = False,
 ) -> Evaluation:
-    """Translate a Multi30k split with a `Translator` and score it against its references
-    (beam search as `Translator.translate` runs it: plain unless `keep_greedy`)."""
+    """Translate a Multi30k split with a `Translator`, in its run's direction, and score it
+    against its references (beam search as `Translator.translate` runs it: plain unless
+    `keep_greedy`)."""
     if split not in EVAL_SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
-    raw = read_split(split, data_dir)
+    pair = translator.config.pair
+    raw = read_split(split, data_dir, pair)
     pairs = [(s, t) for s, t in raw if normalize(s) and normalize(t)]  # as tokenize_split does
     start = time.perf_counter()
     hypotheses = translator.translate(
@@ -98,7 +101,7 @@ def evaluate_split(
     references = [t for _, t in pairs]
     return Evaluation(
         split, hypotheses, references, len(raw) - len(pairs), seconds,
-        scores(hypotheses, references),
+        scores(hypotheses, references), pair,
     )  # fmt: skip
 
 
@@ -122,7 +125,8 @@ def write_results(
     device: str,
     data_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Write `{split}-{tag}.en` (hypotheses) and `{split}-{tag}.json` (the record) to `folder`.
+    """Write `{split}-{tag}.en` (hypotheses; `.de` for an English→German run) and
+    `{split}-{tag}.json` (the record) to `folder`.
 
     The record's `hypotheses` is the hypothesis file's path relative to the repository root
     (see `repository_root`). Both files are written atomically."""
@@ -133,18 +137,20 @@ def write_results(
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    hyp_path, json_path = results_paths(folder, evaluation.split, tag)
+    target = evaluation.pair.partition("-")[2]
+    hyp_path, json_path = results_paths(folder, evaluation.split, tag, target)
     root = repository_root(folder)
-    reference = fetch(evaluation.split, "en", data_dir)
+    reference = fetch(evaluation.split, target, data_dir)
     n = len(evaluation.hypotheses)
     record = {
         "split": evaluation.split,
+        "pair": evaluation.pair,
         "sentences": n,
         "skipped_pairs": evaluation.skipped,
         "command": command,
         "hypotheses": hyp_path.resolve().relative_to(root).as_posix(),
         "references": {
-            "file": file_name(evaluation.split, "en"),
+            "file": file_name(evaluation.split, target),
             "sha256": hashlib.sha256(Path(reference).read_bytes()).hexdigest(),
         },
         **evaluation.scores,
@@ -196,15 +202,18 @@ def rescore(
     record = load_results(path)
     hyp_path = repository_root(Path(path).parent) / record["hypotheses"]
     hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
-    pairs = read_split(record["split"], data_dir)
+    pairs = read_split(record["split"], data_dir, record.get("pair", "de-en"))
     pairs = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     return scores(hypotheses, [t for _, t in pairs])
 
 
-def results_paths(folder: str | os.PathLike[str], split: str, tag: str) -> tuple[Path, Path]:
-    """The hypothesis file and the record that `write_results` writes for a split and a tag."""
+def results_paths(
+    folder: str | os.PathLike[str], split: str, tag: str, target: str = "en"
+) -> tuple[Path, Path]:
+    """The hypothesis file (its suffix: the `target` language) and the record that
+    `write_results` writes for a split and a tag."""
     folder = Path(folder)
-    return folder / f"{split}-{tag}.en", folder / f"{split}-{tag}.json"
+    return folder / f"{split}-{tag}.{target}", folder / f"{split}-{tag}.json"
 
 
 def is_results_record(path: str | os.PathLike[str]) -> bool:

@@ -2,11 +2,12 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/engineering.ipynb, "Engineering a training run" › "Settings and presets".
-"""Training configurations: a run's settings in one dataclass, and four named presets.
+"""Training configurations: a run's settings in one dataclass, and named presets.
 
 The model sizes of `base` and
 `big` are Table 3's; batch sizes and warmup are scaled to Multi30k, whose 29,000 training pairs
-are a small fraction of WMT 2014 English–German's 4.5 million.
+are a small fraction of WMT 2014 English–German's 4.5 million. `wmt14-base` and `wmt14-big` are
+the paper's own recipe on that corpus (§5, §6.1), for GPUs.
 
 `TrainConfig` holds the model's settings as a `ModelConfig` (field `model`) beside the run's own.
 Every setting has one flat name all the same: `replace(d_model=256, warmup=2000)`, `--set
@@ -28,7 +29,11 @@ from annotated_transformer.util.settings import (
 )
 
 COUNT = Setting(int, low=1)  # (every integer setting fits in 64 bits; a budget has a bound)
+DATASETS = ("multi30k", "wmt14-en-de")  # the corpora a run can name (`dataset`)
+PAIRS = ("de-en", "en-de")  # source-target: the directions a run can train (`pair`)
+LANGUAGE_NAMES = {"de": "German", "en": "English"}
 TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MODEL_SETTINGS)
+    "dataset": Setting(str, choices=DATASETS), "pair": Setting(str, choices=PAIRS),
     "tokenizer": Setting(str, choices=("word", "bpe")),
     "vocab_size": Setting(int, low=1, high=1 << 20), "min_freq": COUNT,
     "max_tokens": Setting(int, low=1, high=1 << 20),  # tokens per micro-batch
@@ -43,7 +48,7 @@ TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MO
     "bf16": Setting(bool), "fast": Setting(bool), "compile": Setting(bool),
     "log_every": COUNT, "eval_every": COUNT, "bleu_sentences": COUNT, "save_every": COUNT,
     "save_minutes": Setting(float, above=0),
-    "keep": COUNT,
+    "keep": COUNT, "average_last": COUNT,
 }  # fmt: skip
 DEFAULT_MODEL = ModelConfig(max_len=256)  # the paper's base; max_len: the longest sentence
 MODEL_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig))
@@ -84,7 +89,9 @@ class TrainConfig:
 
     # The model (§3, Table 3), but for its vocabulary sizes, which the run takes from its data
     model: ModelConfig = DEFAULT_MODEL
-    # The data (§5.1)
+    # The data (§5.1); configurations saved before `dataset` and `pair` existed read as these
+    dataset: str = "multi30k"  # or "wmt14-en-de" (the chapter "At the paper's scale")
+    pair: str = "de-en"  # source-target: "de-en" translates German into English, "en-de" back
     tokenizer: str = "word"  # "word": spaCy words, a vocabulary per language; "bpe": joint BPE
     vocab_size: int = 8000  # with tokenizer="bpe": pieces in the joint vocabulary
     min_freq: int = 2  # a word (or a BPE merge) enters the vocabulary if train has it this often
@@ -109,12 +116,19 @@ class TrainConfig:
     save_every: int = 1000  # steps between checkpoints
     save_minutes: float = 30.0  # ... or minutes, whichever comes first
     keep: int = 5  # checkpoints kept (the newest; more feed checkpoint averaging)
+    average_last: int = 5  # the checkpoints `average RUN_FOLDER` averages (§6.1: 5 base, 20 big)
 
     # Settings that may change when a run is resumed: they decide when to stop and what to record.
     BOOKKEEPING = (
         "epochs", "max_steps", "bf16", "fast", "compile", "log_every", "eval_every",
-        "bleu_sentences", "save_every", "save_minutes", "keep",
+        "bleu_sentences", "save_every", "save_minutes", "keep", "average_last",
     )  # fmt: skip
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """The (source, target) language codes of `pair`: ("de", "en") for "de-en"."""
+        source, _, target = self.pair.partition("-")
+        return source, target
 
     def __post_init__(self) -> None:
         check_train_config(self)
@@ -204,6 +218,22 @@ PRESETS = {
     "big": TrainConfig(
         ModelConfig.big(max_len=256, share_embeddings=True), tokenizer="bpe", max_tokens=4096,
         warmup=2000, epochs=40, eval_every=1000,
+    ),
+    # The paper's experiment (§5, §6.1): WMT 2014 English→German, one 37,000-piece BPE, Table 3's
+    # models and steps; 8 × 3,125 tokens per side and step (accumulate × max_tokens × processes:
+    # on G GPUs, accumulate 8/G); a checkpoint every 12 h / 72 = 1,389 steps (big: 84 h / 504 =
+    # 595), the paper's ten minutes; bf16 on GPUs, a departure (the paper's P100s had none).
+    "wmt14-base": TrainConfig(
+        ModelConfig.base(max_len=256, share_embeddings=True), dataset="wmt14-en-de", pair="en-de",
+        tokenizer="bpe", vocab_size=37_000, max_tokens=3125, accumulate=8, warmup=4000,
+        epochs=None, max_steps=100_000, bf16=True, log_every=100, eval_every=5000,
+        save_every=1389, save_minutes=24 * 60.0, keep=5, average_last=5,
+    ),
+    "wmt14-big": TrainConfig(
+        ModelConfig.big(max_len=256, share_embeddings=True), dataset="wmt14-en-de", pair="en-de",
+        tokenizer="bpe", vocab_size=37_000, max_tokens=3125, accumulate=8, warmup=4000,
+        epochs=None, max_steps=300_000, bf16=True, log_every=100, eval_every=5000,
+        save_every=595, save_minutes=24 * 60.0, keep=20, average_last=20,
     ),
 }  # fmt: skip
 

@@ -2,7 +2,7 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/engineering.ipynb, "Engineering a training run" › "The trainer".
-"""Train on Multi30k German→English: one process or many, checkpoints that resume exactly.
+"""Train on Multi30k, either direction: one process or many, checkpoints that resume exactly.
 
 `train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
@@ -57,7 +57,7 @@ from annotated_transformer.runs.checkpoints import (
     non_finite_weight,
     prune_checkpoints,
 )
-from annotated_transformer.runs.presets import FROM_THE_DATA, TrainConfig
+from annotated_transformer.runs.presets import FROM_THE_DATA, LANGUAGE_NAMES, TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.training.distributed import (
     Processes,
@@ -130,7 +130,9 @@ def prepare_data(
     With `config.tokenizer == "bpe"`, one BPE tokenizer (given, or learned here from both sides
     of train) reads both languages, and its vocabulary is the source's and the target's.
     """
-    pairs = multi30k.read_split("train", data_dir)
+    if config.dataset != "multi30k":
+        return prepare_wmt14(config, data_dir, vocabs, bpe)
+    pairs = multi30k.read_split("train", data_dir, config.pair)  # (source, target) pairs
     if config.tokenizer == "bpe":
         if bpe is None:
             texts = [side for pair in pairs if pair[0].strip() and pair[1].strip() for side in pair]
@@ -138,9 +140,10 @@ def prepare_data(
         src_tokenizer, tgt_tokenizer = bpe, bpe
         vocabs = vocabs or (bpe.vocab, bpe.vocab)
     else:
-        bpe, src_tokenizer, tgt_tokenizer = None, Tokenizer("de"), Tokenizer("en")
+        bpe, src_tokenizer, tgt_tokenizer = None, *map(Tokenizer, config.languages)
     train = tokenize_split("train", pairs, src_tokenizer, tgt_tokenizer)
-    val = tokenize_split("val", multi30k.read_split("val", data_dir), src_tokenizer, tgt_tokenizer)
+    val_pairs = multi30k.read_split("val", data_dir, config.pair)
+    val = tokenize_split("val", val_pairs, src_tokenizer, tgt_tokenizer)
     if vocabs is None:
         vocabs = Vocab.build(train.src, config.min_freq), Vocab.build(train.tgt, config.min_freq)
     src_vocab, tgt_vocab = vocabs
@@ -153,6 +156,28 @@ def prepare_data(
             notes.append(f"{too_long} {split.name} pairs longer than max_len left out")
         encoded.append(kept)
     return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
+
+
+def prepare_wmt14(
+    config: TrainConfig,
+    data_dir: str | os.PathLike[str] | None,
+    vocabs: tuple[Vocab, Vocab] | None,
+    bpe: BPETokenizer | None,
+) -> RunData:
+    """The data of a `dataset="wmt14-en-de"` run: its shards and shared BPE, in the run's
+    direction. Not connected yet: `check_dataset` refuses such a run before it writes anything."""
+    check_dataset(config)
+    raise AssertionError("unreachable: check_dataset refuses every dataset but multi30k")
+
+
+def check_dataset(config: TrainConfig) -> None:
+    """A ValueError for a run whose `dataset` this trainer cannot read yet."""
+    if config.dataset != "multi30k":
+        raise ValueError(
+            f"setting dataset={config.dataset!r}: training on WMT 2014 reads the shards that "
+            f"`annotated-transformer download --dataset {config.dataset}` prepares, which this "
+            f"version's trainer does not read yet; train on dataset='multi30k'"
+        )
 
 
 HANGUP = getattr(signal, "SIGHUP", None)  # (Windows has none)
@@ -400,7 +425,7 @@ def set_up(
     saved = _resume_from(run_dir, config, resume)
     vocabs = (saved.src_vocab, saved.tgt_vocab) if saved else None
     data = prepare_data(config, data_dir, vocabs, saved.bpe if saved else None)
-    report_data(data, say)
+    report_data(data, config, say)
     if procs.main and saved is None:
         write_run_files(run_dir, config, data, procs)
     model, optimizer, scheduler, criterion = build(config, data, procs.device)
@@ -459,14 +484,15 @@ def _resume_from(run_dir: Path, config: TrainConfig, resume: bool) -> SavedRun |
     return saved
 
 
-def report_data(data: RunData, say: Callable[[str], None]) -> None:
+def report_data(data: RunData, config: TrainConfig, say: Callable[[str], None]) -> None:
     for note in data.notes:
         say(f"data: {note}")
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
+    source, target = (LANGUAGE_NAMES[code] for code in config.languages)
     vocabularies = (
-        f"one BPE vocabulary of {src:,} pieces for both languages"
+        f"one BPE vocabulary of {src:,} pieces for both languages ({source}→{target})"
         if data.bpe
-        else f"vocabularies: {src:,} German and {tgt:,} English tokens"
+        else f"vocabularies: {src:,} {source} and {tgt:,} {target} tokens"
     )
     say(
         f"data: {len(data.train):,} training and {len(data.val):,} validation pairs; {vocabularies}"
@@ -666,6 +692,7 @@ def train(
     run_dir = Path(run_dir)
     rank, _, _ = torchrun_environment()  # checked, as compile and the folder, before any write
     check_compile(config)
+    check_dataset(config)
     if rank == 0:  # (rank 0 checks and holds the folder for the job)
         check_run_folder(run_dir, resume)
     check_writable(run_dir)
@@ -693,6 +720,7 @@ def _train(
     say: Callable[[str], None],
 ) -> Outcome:
     run = set_up(config, run_dir, procs, data_dir, resume, say)
+    check_same_start(run)
     bar = tqdm(total=run.total, initial=run.state.step, desc="train", unit="step",
                disable=not (progress and procs.main), dynamic_ncols=True)  # fmt: skip
     run.net.train()
@@ -703,3 +731,13 @@ def _train(
             if signum is not None:
                 return stopped(run, signum, say)
     return finish(run, say)
+
+
+def check_same_start(run: Run) -> None:
+    """A ValueError unless every process starts from the step rank 0 starts from."""
+    steps = gather(run.state.step, run.procs)
+    if len(set(steps)) > 1:
+        raise ValueError(
+            f"{run.run_dir}: the processes would start from steps {steps} (by rank): every "
+            f"machine must see the same run folder and its checkpoints (a shared disk)"
+        )
