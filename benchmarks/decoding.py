@@ -28,9 +28,12 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import statistics
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -94,14 +97,18 @@ class Timings:
 
     def time(self, name: str, work: Callable[[], object], sentences: int, note: str,
              references: list[str] | None = None) -> None:  # fmt: skip
-        """Time `work`; given `references`, `work` returns translations, and their BLEU is kept."""
+        """Time `work`; given `references`, `work` returns translations, and their BLEU is kept.
+        Timed again under the same name, a row keeps every time and reports their median."""
         out: list = []
         seconds = timed(lambda: out.append(work()), self.device)
+        every = [*self.results.get(name, {}).get("every_seconds", []), round(seconds, 3)]
+        median = statistics.median(every)
         self.results[name] = {
-            "seconds": round(seconds, 3),
+            "seconds": round(median, 3),
             "sentences": sentences,
-            "sentences_per_second": round(sentences / seconds, 2),
+            "sentences_per_second": round(sentences / median, 2),
             "what": note,
+            "every_seconds": every,
         }
         score = ""
         if references is not None:
@@ -201,7 +208,8 @@ def _transformers(translator: Translator, folder: Path, threads: int) -> Engine:
 
     device = next(translator.model.parameters()).device
     with quiet():
-        export_hf(translator.model, translator.bpe, folder / "hf", origin=translator.origin)
+        if not (folder / "hf").exists():  # (once: the rounds reuse it)
+            export_hf(translator.model, translator.bpe, folder / "hf", origin=translator.origin)
         tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
         marian = MarianMTModel.from_pretrained(folder / "hf").eval().to(device)
 
@@ -229,23 +237,30 @@ ENGINES = (  # name, the package it needs (None: ours), how to make it
 )
 
 
-def _time_engines(timings: Timings, translator: Translator, pairs: list, threads: int) -> None:
-    """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4."""
+def _time_engines(
+    timings: Timings, translator: Translator, pairs: list, threads: int, rounds: int
+) -> None:
+    """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4, in
+    `rounds` rounds (engine after engine, so that a slow minute of the machine is shared); every
+    row reports its median."""
     german, english = [de for de, _ in pairs], [en for _, en in pairs]
+    engines = []
+    for name, package, make in ENGINES:
+        if package and not importlib.util.find_spec(package):
+            print(f"{name}: left out ({package} is not installed: the [serve] extra)")
+        else:
+            engines.append((name, make))
+    note = f"text in, text out, {threads} threads, alpha 0.6, median of {rounds}"
     with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch:
-        for name, package, make in ENGINES:
-            if package and not importlib.util.find_spec(package):
-                print(f"{name}: left out ({package} is not installed: the [serve] extra)")
-                continue
-            engine = make(translator, Path(scratch), threads)
-            engine(german[:20], 4)  # warm up
-            for beam in (1, 4):
-                how = "greedy" if beam == 1 else "beam 4"
-                note = f"text in, text out, {threads} threads, alpha 0.6"
-                timings.time(f"{name}, {how}", partial(engine, german, beam), len(german), note,
-                             english)  # fmt: skip
-            del engine
-            gc.collect()  # its threads and memory gone before the next engine starts
+        for _ in range(rounds):
+            for name, make in engines:
+                engine = make(translator, Path(scratch), threads)
+                engine(german[:20], 4)  # warm up
+                for beam, how in ((1, "greedy"), (4, "beam 4")):
+                    timings.time(f"{name}, {how}", partial(engine, german, beam), len(german),
+                                 note, english)  # fmt: skip
+                del engine
+                gc.collect()  # its threads and memory gone before the next engine starts
 
 
 def _ratios(timings: Timings) -> dict[str, float]:
@@ -270,8 +285,27 @@ def _ratios(timings: Timings) -> dict[str, float]:
     return ratios
 
 
+@contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """`processes` other programs that keep a CPU core busy each, for the `with` block."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
 def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    with busy(args.busy):
+        return _bench_decoding(args, argv)
+
+
+def _bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(args.threads)
+    if args.busy:
+        print(f"{args.busy} other processes keep the CPU busy while it measures")
     if args.checkpoint is None:
         translator = Translator.pretrained(device=args.device)
     else:
@@ -291,7 +325,7 @@ def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:
-        _time_engines(timings, translator, pairs, args.threads)
+        _time_engines(timings, translator, pairs, args.threads, args.rounds)
     ratios = _ratios(timings)
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
@@ -302,6 +336,7 @@ def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "split": args.split,
         "sentences": len(sources),
         "device": describe_device(device),
+        "busy": args.busy,
         "results": timings.results,
         "ratios": {name: round(value, 2) for name, value in ratios.items()},
         "versions": versions(),
@@ -329,6 +364,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--device", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of the engines' rows, each row's median reported (default 3)",
+    )
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="measure while N other processes each keep a core busy")  # fmt: skip
     parser.add_argument("--no-engines", dest="engines", action="store_false",
                         help="leave out the text-in, text-out rows of every engine")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")

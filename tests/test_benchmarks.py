@@ -226,14 +226,14 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     train(config, tmp_path / "run", data_dir=data_dir, progress=False, log=lambda message: None)
     out = tmp_path / "bench.json"
     args = ["--checkpoint", str(tmp_path / "run"), "--data-dir", str(data_dir), "--limit", "6",
-            "--baseline-limit", "3", "--batch", "4", "--output", str(out)]  # fmt: skip
+            "--baseline-limit", "3", "--batch", "4", "--busy", "1", "--output", str(out)]  # fmt: skip
     assert decoding_benchmark.main(args) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
-    assert sorted(record) == ["benchmark", "checkpoint", "command", "date", "device", "ratios",
-                              "results", "sentences", "split", "versions"]  # fmt: skip
+    assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "date", "device",
+                              "ratios", "results", "sentences", "split", "versions"]  # fmt: skip
     assert record["command"].startswith("python benchmarks/decoding.py --checkpoint ")
     sentences = {name: r["sentences"] for name, r in record["results"].items()}
     assert sentences == {
@@ -243,6 +243,7 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     }  # fmt: skip
     assert len(record["ratios"]) == 6 and all(value > 0 for value in record["ratios"].values())
     assert "engines: left out (a run with word vocabularies" in printed
+    assert record["busy"] == 1 and "1 other processes keep the CPU busy" in printed
 
 
 def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys):
@@ -250,13 +251,15 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
     text in, text out, each row with its BLEU, and our speed over each other engine's."""
     out = tmp_path / "bench.json"
     args = ["--data-dir", str(data_dir), "--limit", "6", "--baseline-limit", "2", "--batch", "6",
-            "--output", str(out)]  # fmt: skip
+            "--rounds", "2", "--output", str(out)]  # fmt: skip
     assert decoding_benchmark.main(args) == 0
+    printed = capsys.readouterr().out
     record = json.loads(out.read_text())
     engines = ["ours", "CTranslate2 float32", "CTranslate2 int8", "transformers"]
     rows = {f"{name}, {how}" for name in engines for how in ("greedy", "beam 4")}
     assert rows <= set(record["results"])
     assert all(record["results"][row]["sentences"] == 6 for row in rows)
+    assert all(len(record["results"][row]["every_seconds"]) == 2 for row in rows)  # the median's
     assert all(0 <= record["results"][row]["bleu"] <= 100 for row in rows)
     float32 = [
         record["results"][f"CTranslate2 float32, {how}"]["bleu"] for how in ("greedy", "beam 4")
