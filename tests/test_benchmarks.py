@@ -226,7 +226,8 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     train(config, tmp_path / "run", data_dir=data_dir, progress=False, log=lambda message: None)
     out = tmp_path / "bench.json"
     args = ["--checkpoint", str(tmp_path / "run"), "--data-dir", str(data_dir), "--limit", "6",
-            "--baseline-limit", "3", "--batch", "4", "--busy", "1", "--output", str(out)]  # fmt: skip
+            "--baseline-limit", "3", "--batch", "4", "--busy", "1",
+            "--output", str(out)]  # fmt: skip
     assert decoding_benchmark.main(args) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed
@@ -253,7 +254,6 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
     args = ["--data-dir", str(data_dir), "--limit", "6", "--baseline-limit", "2", "--batch", "6",
             "--rounds", "2", "--output", str(out)]  # fmt: skip
     assert decoding_benchmark.main(args) == 0
-    printed = capsys.readouterr().out
     record = json.loads(out.read_text())
     engines = ["ours", "CTranslate2 float32", "CTranslate2 int8", "transformers"]
     rows = {f"{name}, {how}" for name in engines for how in ("greedy", "beam 4")}
