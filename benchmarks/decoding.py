@@ -13,10 +13,10 @@ ratios between them:
 - batched greedy decoding with the cache (`search.greedy_decode`), as `translate` runs it;
 - cached against uncached at equal batches, with every output forced to 40 tokens;
 - beam search with 4 beams (with and without the greedy lane), as `translate --beam 4` runs it;
-- beam search with and without the cache (`WholePrefix`), and with `decode_step` against
-  `FusedStep`, at equal batches;
+- beam search with and without the cache (`WholePrefix`), at equal batches;
 - text in, text out, every sentence of the split, greedy and beam 4 (α 0.6): our `Translator`,
-  CTranslate2 (float32 and int8, converted by `export_ct2`) and `transformers` (the
+  CTranslate2 (float32 and int8, converted by `export_ct2`; decoding as we do, and "native": one
+  call, its own length limit and penalty, as its users run it) and `transformers` (the
   `MarianMTModel` of `export_hf`), each with its BLEU, all on `--threads` threads, one engine
   alive at a time. The other engines need the `[serve]` extra; without it their rows are left out.
 
@@ -46,7 +46,6 @@ from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
-from annotated_transformer.decoding.cache import FusedStep
 from annotated_transformer.decoding.simple import simple_greedy_decode
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
@@ -116,7 +115,7 @@ class Timings:
             self.results[name]["bleu"] = round(found.score, 2)
             score = f"  BLEU {found.score:5.2f}"
         print(
-            f"{name:<30} {sentences / seconds:9.1f} sentences/s  ({seconds:.2f} s){score}  {note}"
+            f"{name:<36} {sentences / seconds:9.1f} sentences/s  ({seconds:.2f} s){score}  {note}"
         )
 
     def speed(self, name: str) -> float:
@@ -180,7 +179,6 @@ def _time_equal_batches(
     uncached = beams(start=WholePrefix.start, step=WholePrefix.step)
     timings.time("beam 4, uncached", uncached, few, note)
     timings.time("beam 4, cached (same)", beams(), few, note)
-    timings.time("beam 4, cached, FusedStep", beams(step=FusedStep.of(model)), few, note)
 
 
 Engine = Callable[[list[str], int], list[str]]  # (sentences, beam size) -> translations
@@ -196,6 +194,28 @@ def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]
 
         engine = CT2Translator.converted(translator, quantization, threads=threads)
         return lambda german, beam: engine.translate(german, beam_size=beam, alpha=0.6)
+
+    return make
+
+
+def _ctranslate2_native(quantization: str) -> Callable[[Translator, Path, int], Engine]:
+    """CTranslate2 as its users call it: every sentence in one `translate_batch`, its own length
+    limit (max_len) and length penalty (log P / |Y|^α)."""
+
+    def make(translator: Translator, folder: Path, threads: int) -> Engine:
+        from annotated_transformer.ct2_export import CT2Translator
+
+        engine = CT2Translator.converted(translator, quantization, threads=threads)
+        limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
+
+        def translate(german: list[str], beam: int) -> list[str]:
+            tokens = [[engine.src_vocab.itos[i] for i in ids.tolist()]
+                      for ids in engine.encode(german)]  # fmt: skip
+            found = engine.model.translate_batch(tokens, beam_size=beam, length_penalty=0.6,
+                                                 max_decoding_length=limit)  # fmt: skip
+            return [engine.detokenize(result.hypotheses[0]) for result in found]
+
+        return translate
 
     return make
 
@@ -233,6 +253,8 @@ ENGINES = (  # name, the package it needs (None: ours), how to make it
     ("ours", None, _ours),
     ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32")),
     ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8")),
+    ("CTranslate2 float32 native", "ctranslate2", _ctranslate2_native("float32")),
+    ("CTranslate2 int8 native", "ctranslate2", _ctranslate2_native("int8")),
     ("transformers", "transformers", _transformers),
 )
 
@@ -275,10 +297,9 @@ def _ratios(timings: Timings) -> dict[str, float]:
         "plain beam 4 time / greedy time": speed("greedy, cached, batched") / speed("beam 4 plain"),
         "cached / uncached, beam 4, equal batch": speed("beam 4, cached (same)")
         / speed("beam 4, uncached"),
-        "FusedStep / decode_step, beam 4, equal batch": speed("beam 4, cached, FusedStep")
-        / speed("beam 4, cached (same)"),
     }
-    for other in ("CTranslate2 float32", "CTranslate2 int8", "transformers"):
+    for other in ("CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
+                  "CTranslate2 int8 native", "transformers"):  # fmt: skip
         for how in ("greedy", "beam 4"):
             if f"{other}, {how}" in timings.results:
                 ratios[f"ours / {other}, {how}"] = speed(f"ours, {how}") / speed(f"{other}, {how}")

@@ -17,7 +17,7 @@ import torch
 from annotated_transformer.data.batch import collate
 from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.decoding import simple as decoding
-from annotated_transformer.decoding.cache import FusedStep, decode_step, start_cache
+from annotated_transformer.decoding.cache import decode_step, start_cache
 from annotated_transformer.decoding.search import (
     beam_search,
     greedy_decode,
@@ -151,52 +151,6 @@ def test_decode_step_equals_the_full_decoder_at_every_step(any_model):
     for t, log_probs in enumerate(steps):
         expected = full_log_probs(any_model, src, src_mask, prefix[:, : t + 1])
         torch.testing.assert_close(log_probs, expected, rtol=0, atol=1e-5)
-
-
-def test_the_fused_step_equals_decode_step_at_every_step(any_model):
-    """FusedStep (stacked W^Q W^K W^V, scaled_dot_product_attention, no dropout calls) gives
-    decode_step's log-probabilities and cache, for post- and pre-norm, learned positions and
-    d_k != d_v."""
-    src, src_mask = sources(6, seed=11)
-    g = torch.Generator().manual_seed(5)
-    prefix = torch.cat([torch.full((6, 1), START), torch.randint(2, V, (6, 9), generator=g)], 1)
-    step = FusedStep.of(any_model)
-    with torch.no_grad():
-        memory = any_model.encode(src, src_mask)
-        plain = fused = start_cache(any_model, memory, src_mask)
-        for t in range(prefix.size(1)):
-            expected, plain = decode_step(any_model, prefix[:, t], plain)
-            log_probs, fused = step(any_model, prefix[:, t], fused)
-            torch.testing.assert_close(log_probs, expected, rtol=1e-5, atol=1e-5)
-            for a, b in zip(plain.self_keys + plain.self_values,
-                            fused.self_keys + fused.self_values, strict=True):  # fmt: skip
-                torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
-
-
-def test_both_searches_give_the_same_tokens_with_the_fused_step(copy_model):
-    src, src_mask = sources(24, seed=31)
-    step = FusedStep.of(copy_model)
-    plain = greedy_decode(copy_model, src, src_mask, 12, START, END, pad_symbol=PAD)
-    fused = greedy_decode(copy_model, src, src_mask, 12, START, END, pad_symbol=PAD, step=step)
-    assert torch.equal(plain, fused)
-    for keep_greedy in (False, True):
-        plain = beam_search(copy_model, src, src_mask, 12, START, END, 3, keep_greedy=keep_greedy)
-        fused = beam_search(copy_model, src, src_mask, 12, START, END, 3,
-                            keep_greedy=keep_greedy, step=step)  # fmt: skip
-        assert [h[0][0] for h in plain] == [h[0][0] for h in fused]
-
-
-def test_the_fused_step_refuses_what_it_would_compute_differently():
-    model = untrained(dropout=0.1).train()
-    with pytest.raises(ValueError, match=r"call model.eval\(\) first"):
-        FusedStep.of(model)
-    model = make_model(V, V, N=1, d_model=32, d_ff=64, h=4, dropout=0.0).eval()
-    layer = model.decoder.layers[0]
-    layer.self_attn.w_k = torch.nn.Linear(32, 32, bias=True)
-    with pytest.raises(ValueError, match="without biases"):
-        FusedStep.of(model)
-    with pytest.raises(TypeError, match="incremental decoding needs a model built by"):
-        FusedStep.of(torch.nn.Linear(2, 2))
 
 
 def test_selected_rows_decode_like_their_sources_alone():

@@ -17,7 +17,6 @@ from tqdm import tqdm
 
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
-from annotated_transformer.decoding.cache import FusedStep
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.model.masks import padding_mask
@@ -44,8 +43,7 @@ def translate_ids(
     greedy decoding. Sources are batched by length, at most `max_tokens` source positions per
     batch for greedy and a k-th of that for k beams. An output has at most n + EXTRA_LENGTH
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
-    `keep_greedy` is `beam_search`'s; `progress` shows a bar. The searches step with
-    `FusedStep` (chapter "Fast decoding": `decode_step`'s tokens, fewer kernels).
+    `keep_greedy` is `beam_search`'s; `progress` shows a bar.
     """
     beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
     if beam_size > len(tgt_vocab):
@@ -56,7 +54,6 @@ def translate_ids(
     if len(sources) == 0:
         return []
     model.eval()
-    step = FusedStep.of(model)
     device = next(model.parameters()).device
     lengths = torch.tensor([len(s) for s in sources])
     order = torch.argsort(lengths, stable=True).tolist()
@@ -70,21 +67,10 @@ def translate_ids(
         limits = (lengths[indices] + 1 + EXTRA_LENGTH).clamp(max=max_len)  # (B,): <s> + n + 50
         mask = padding_mask(src, PAD_ID)  # (B, 1, S)
         if beam_size == 1:
-            rows = greedy_decode(
-                model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID, step=step
-            ).tolist()
+            rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
         else:
             found = beam_search(
-                model,
-                src,
-                mask,
-                limits,
-                BOS_ID,
-                EOS_ID,
-                beam_size,
-                alpha,
-                keep_greedy=keep_greedy,
-                step=step,
+                model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha, keep_greedy=keep_greedy
             )
             rows = [hypotheses[0][0] for hypotheses in found]
         for i, row in zip(indices, rows, strict=True):

@@ -18,15 +18,12 @@ Shapes: B rows (sentences, or sentences × beams), S source positions, t positio
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.model.attention import MultiHeadedAttention, attention
-from annotated_transformer.model.feed_forward import PositionwiseFeedForward
 from annotated_transformer.model.layers import DecoderLayer
 
 
@@ -212,103 +209,3 @@ def decode_step(
     return log_probs, DecoderCache(
         tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask
     )
-
-
-# From book/fast_decoding.ipynb,
-#   "Fast decoding: the cache and the batched beam search"
-#   › "A cheaper step".
-def _residual(block: nn.Module, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-    """A `SublayerConnection` in eval mode, without its dropout module (the identity there)."""
-    if block.norm_first:
-        return x + sublayer(block.norm(x))
-    return block.norm(x + sublayer(x))
-
-
-def _fused_layer_step(
-    layer: DecoderLayer,
-    qkv: Tensor,
-    x: Tensor,
-    keys: Tensor,
-    values: Tensor,
-    src_keys: Tensor,
-    src_values: Tensor,
-    src_mask: Tensor,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """`_layer_step` with fused kernels: x (B, 1, d_model) -> (B, 1, d_model), and the
-    self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v).
-
-    qkv: (h·(2·d_k + d_v), d_model), W^Q, W^K and W^V of the layer's self-attention stacked.
-    """
-    own, src = layer.self_attn, layer.src_attn
-    new: dict[str, Tensor] = {}
-
-    def self_attention(x: Tensor) -> Tensor:  # x: (B, 1, d_model)
-        widths = [own.h * own.d_k, own.h * own.d_k, own.h * own.d_v]
-        q, k, v = F.linear(x, qkv).split(widths, dim=-1)  # (B, 1, h·d_k) twice, (B, 1, h·d_v)
-        new["keys"] = torch.cat([keys, split_heads(k, own.h)], dim=2)  # (B, h, t+1, d_k)
-        new["values"] = torch.cat([values, split_heads(v, own.h)], dim=2)  # (B, h, t+1, d_v)
-        out = F.scaled_dot_product_attention(split_heads(q, own.h), new["keys"], new["values"])
-        return own.w_o(merge_heads(out))  # (B, 1, d_model)
-
-    def source_attention(x: Tensor) -> Tensor:  # x: (B, 1, d_model)
-        q = split_heads(src.w_q(x), src.h)  # (B, h, 1, d_k)
-        out = F.scaled_dot_product_attention(q, src_keys, src_values, attn_mask=src_mask)
-        return src.w_o(merge_heads(out))  # (B, 1, d_model)
-
-    def feed_forward(x: Tensor) -> Tensor:  # x: (B, 1, d_model), (B, 1, d_ff) inside
-        ff = layer.feed_forward
-        return ff.w_2(ff.w_1(x).relu())
-
-    x = _residual(layer.sublayer[0], x, self_attention)
-    x = _residual(layer.sublayer[1], x, source_attention)
-    x = _residual(layer.sublayer[2], x, feed_forward)
-    return x, new["keys"], new["values"]
-
-
-@dataclass(frozen=True)
-class FusedStep:
-    """`decode_step` with fewer kernels and no Python it does not need: the same tokens.
-
-    Made once per search by `FusedStep.of(model)`, called as `step(model, tokens, cache)` like
-    `decode_step`; `greedy_decode` and `beam_search` take it as their `step`.
-    """
-
-    qkv: tuple[Tensor, ...]  # per layer: W^Q, W^K, W^V stacked, (h·(2·d_k + d_v), d_model)
-
-    @staticmethod
-    def of(model: nn.Module) -> "FusedStep":
-        """Stack each decoder layer's self-attention weights (once per search: cheap)."""
-        _, _, layers = _decoder_parts(model)
-        if model.training:
-            raise ValueError("FusedStep leaves dropout out: call model.eval() first")
-        for layer in layers:
-            own = layer.self_attn
-            if any(w.bias is not None for w in (own.w_q, own.w_k, own.w_v)):
-                raise ValueError("FusedStep needs self-attention projections without biases")
-            if not isinstance(layer.feed_forward, PositionwiseFeedForward):
-                raise TypeError(f"FusedStep needs PositionwiseFeedForward layers, got "
-                                f"{type(layer.feed_forward).__name__}")  # fmt: skip
-        stacked = [torch.cat([layer.self_attn.w_q.weight, layer.self_attn.w_k.weight,
-                              layer.self_attn.w_v.weight]) for layer in layers]  # fmt: skip
-        return FusedStep(tuple(stacked))
-
-    def __call__(
-        self, model: nn.Module, tokens: Tensor, cache: DecoderCache
-    ) -> tuple[Tensor, DecoderCache]:
-        """As `decode_step`: tokens (B,) -> log-probabilities (B, V) and the new cache."""
-        embed, position, layers = _decoder_parts(model)
-        x = position(embed(tokens.unsqueeze(1)), offset=cache.length)  # (B, 1, d_model)
-        keys, values = [], []
-        for i, layer in enumerate(layers):
-            x, k, v = _fused_layer_step(
-                layer, self.qkv[i], x, cache.self_keys[i], cache.self_values[i],
-                cache.src_keys[i], cache.src_values[i], cache.src_mask,
-            )  # fmt: skip
-            keys.append(k)
-            values.append(v)
-        if model.decoder.norm is not None:  # pre-norm stacks end in a LayerNorm
-            x = model.decoder.norm(x)
-        log_probs = model.generator(x[:, 0])  # (B, V)
-        return log_probs, DecoderCache(
-            tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask
-        )

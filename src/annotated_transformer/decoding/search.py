@@ -117,8 +117,6 @@ def greedy_decode(
     start_symbol: int,
     end_symbol: int | None = None,
     pad_symbol: int = 0,
-    *,
-    step: Callable = decode_step,
 ) -> Tensor:
     """The most probable next token at every step, with the cache; batched.
 
@@ -132,7 +130,6 @@ def greedy_decode(
         start_symbol: the id every output begins with.
         end_symbol: if given, a sentence ends at it, and the search stops when all have ended.
         pad_symbol: fills the positions after a sentence's end.
-        step: how the decoder advances (`decode_step`, or a `FusedStep`: the same tokens).
 
     Returns:
         (B, L) token ids beginning with `start_symbol`, L the longest output.
@@ -153,7 +150,7 @@ def greedy_decode(
             rows, tokens, cache = live, tokens[keep], cache.select(keep)
         if rows.numel() == 0:
             break
-        log_probs, cache = step(model, tokens, cache)  # (b, V)
+        log_probs, cache = decode_step(model, tokens, cache)  # (b, V)
         tokens = log_probs.argmax(dim=-1)  # (b,)
         out[rows, t] = tokens
         length = t + 1
