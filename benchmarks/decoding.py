@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -309,7 +310,8 @@ def _ratios(timings: Timings) -> dict[str, float]:
 @contextmanager
 def busy(processes: int) -> Iterator[None]:
     """`processes` other programs that keep a CPU core busy each, for the `with` block."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"  # ends with this process
+    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(processes)]
     try:
         yield
     finally:
