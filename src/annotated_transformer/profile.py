@@ -126,7 +126,7 @@ def shrink(full: T, quick: object = None) -> T:
     least 1), a list to `quick`'s length. Anything else (a name, a flag) is returned as it is."""
     if hasattr(full, "max_steps") and hasattr(full, "model"):  # a training run
         return full.replace(
-            model=shrink(full.model), max_tokens=min(full.max_tokens, 512), epochs=None,
+            model=shrink(full.model), max_tokens=min(full.max_tokens, 2048), epochs=None,
             warmup=min(full.warmup, 4), max_steps=TINY_STEPS, log_every=2,
             eval_every=TINY_STEPS, save_every=TINY_STEPS,
             bleu_sentences=min(full.bleu_sentences, 8),
