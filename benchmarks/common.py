@@ -13,6 +13,7 @@ import platform
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import torch
@@ -21,6 +22,27 @@ from torch import nn
 from annotated_transformer import __version__
 from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.util.atomic import atomic_write
+
+
+@dataclass(frozen=True)
+class OnDevice:
+    """What the benchmarks do differently on CUDA (tests/test_cuda_decisions.py checks each)."""
+
+    autocast: torch.dtype | None  # bfloat16 autocast on CUDA (or when asked); None: float32
+    matmul_size: int  # side of the square products that measure the matrix rate
+    fused_adam: bool  # Adam's updates in one kernel (CUDA)
+    backend: str  # the process group's: NCCL between GPUs, gloo between CPU processes
+
+
+def on_device(device: torch.device, bf16: bool = False) -> OnDevice:
+    """The benchmarks' choices for `device`; `bf16` asks for bfloat16 autocast on a CPU too."""
+    cuda = device.type == "cuda"
+    return OnDevice(
+        autocast=torch.bfloat16 if bf16 or cuda else None,
+        matmul_size=8192 if cuda else 2048,
+        fused_adam=cuda,
+        backend="nccl" if cuda else "gloo",
+    )
 
 
 def padded(sources: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import command, now, on_device, run_main, versions, write_report
 
 from annotated_transformer.runs.presets import preset
 from annotated_transformer.util.device import describe_device
@@ -80,7 +80,7 @@ def _compare(
         subprocess.run(argv_run, check=True)
     floor = largest_difference(work / "plain", work / "again")
     ddp = largest_difference(work / "plain", work / "torchrun")
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    backend = on_device(device).backend
     print(f"largest weight difference: plain vs plain {floor:.3g}, plain vs torchrun {ddp:.3g}")
     report = {
         "benchmark": "ddp-check",

@@ -28,17 +28,56 @@
 #             arguments after OUT go to `train` (e.g. --epochs 20); DECODING=0 leaves out the
 #             decoding benchmark. 40 epochs (5,200 steps) take 6.5 min on an H100
 #
+#   wheels    (before `chapters`) installs the wheels of the folder named after OUT into
+#             /tmp/site-chapters, which stays while the machine is warm: see "The chapters" below
+#   chapters  the chapters under the full profile with tools/run_chapters.py (plain `exec`, no
+#             Jupyter), each chapter's time added to results/chapters-full-cuda.json; arguments
+#             after OUT name the chapters (default: every chapter but the three that train longer
+#             than a call: engineering (the base preset, 40 epochs), subwords and table3 (the
+#             grid), and the three that need packages not carried: serving (CTranslate2,
+#             transformers), tryit (ONNX, Node.js), appendix_files (transformers)); $SECONDS_CAP
+#             caps the call (default 540 s: the record keeps the chapters that finished)
+#   table3    Table 3's grid under the full profile (the small preset, 2,600 steps a row, ten
+#             validations; the base row with seeds 0, 1 and 2) as $JOBS processes on the one GPU
+#             (default 6), into results/variations-full-cuda/, which the chapters "Table 3" and
+#             "Subwords" read under the full profile on CUDA; rows recorded already are skipped,
+#             so each call goes on where the last stopped; $SECONDS_CAP caps it (default 540 s).
+#             It then prints the base row's validation BLEU and whether it converged (within
+#             0.5 BLEU over its last 20 % of validations)
+#
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
+#
+# The chapters import what the device's Python lacks: IPython, matplotlib, matplotlib-inline and
+# altair (charts are built, never drawn: vl-convert is not needed) and spaCy (the word tokenizer).
+# Their wheels, about 100 MB, exceed one call's 64 MiB, so they travel in two folders, each
+# installed by its own call of `wheels` (the machine must stay warm until `chapters` runs):
+#
+#   W="pip download --only-binary=:all: --python-version 3.12 --implementation cp \
+#      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
+#   $W -d .gpu-spacy spacy && rm .gpu-spacy/numpy-* .gpu-spacy/tqdm-*            # about 60 MB
+#   $W -d .gpu-plots ipython matplotlib matplotlib-inline altair && rm .gpu-plots/numpy-*  # 35 MB
+#   echo /.gpu-spacy/ >> .git/info/exclude; echo /.gpu-plots/ >> .git/info/exclude
+#
+# then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels .gpu-spacy`; carry
+# [".gpu", ".gpu-plots"], `bash benchmarks/gpu.sh wheels .gpu-plots && bash benchmarks/gpu.sh
+# chapters $OUT`; later calls carry [".gpu"] only.
 set -euo pipefail
-step=${1:?usage: bash benchmarks/gpu.sh bench|ddp|base OUT}
-out=${2:?usage: bash benchmarks/gpu.sh bench|ddp|base OUT}
+usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3 OUT"
+step=${1:?$usage}
+out=${2:?$usage}
+if [ "$step" = wheels ]; then  # OUT is the folder of wheels
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site-chapters "$out"/*.whl
+    echo "installed $(ls "$out" | wc -l) wheels into /tmp/site-chapters"
+    exit 0
+fi
 mkdir -p "$out"
 shift 2
 here=$(pwd)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .gpu/whl/*.whl
-export PYTHONPATH="$here/src:$here/benchmarks:/tmp/site" PYTHONUNBUFFERED=1
+export PYTHONPATH="$here/src:$here/benchmarks:/tmp/site:/tmp/site-chapters" PYTHONUNBUFFERED=1
 export ANNOTATED_TRANSFORMER_MULTI30K="$here/.gpu/multi30k"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
@@ -81,8 +120,30 @@ base)
     fi
     tar -C results -czf "$out/multi30k-base.tar.gz" multi30k-base
     ;;
+chapters)
+    if [ "$#" -eq 0 ]; then
+        set -- $(ls book/*.ipynb | grep -v -e engineering -e subwords -e table3 -e serving \
+            -e tryit -e appendix_files)
+    fi
+    log "the chapters under the full profile: $*"
+    status=0
+    ANNOTATED_TRANSFORMER_PROFILE=full timeout -s TERM "${SECONDS_CAP:-540}" python3 \
+        tools/run_chapters.py --record results/chapters-full-cuda.json "$@" || status=$?
+    log "run_chapters exited with status $status (1: a chapter failed; 124: stopped at the cap)"
+    cp results/chapters-full-cuda.json "$out/"
+    ;;
+table3)
+    log "Table 3's grid, full profile, ${JOBS:=6} processes (at most ${SECONDS_CAP:=540} s)"
+    status=0
+    timeout -s TERM "$SECONDS_CAP" python3 -m annotated_transformer grid --profile full \
+        --jobs "$JOBS" --device cuda --results results/variations-full-cuda \
+        --runs /tmp/runs/variations "$@" || status=$?
+    log "grid exited with status $status (124: stopped at the cap; the next call goes on)"
+    python3 benchmarks/converged.py /tmp/runs/variations/full/base/metrics.jsonl || true
+    tar -C results -czf "$out/variations-full-cuda.tar.gz" variations-full-cuda
+    ;;
 *)
-    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp or base" >&2
+    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters or table3" >&2
     exit 2
     ;;
 esac

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 from code_2022 import Flattened, load_2022
-from common import command, int_list, now, run_main, versions, write_report
+from common import command, int_list, now, on_device, run_main, versions, write_report
 from torch import nn
 from torch_transformer import TorchTransformer
 
@@ -320,12 +320,12 @@ def _start(args: argparse.Namespace) -> tuple[TrainConfig, torch.device, dict | 
 
 def bench_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     train_config, device, old = _start(args)
-    autocast = torch.bfloat16 if (args.bf16 or device.type == "cuda") else None
+    autocast = on_device(device, args.bf16).autocast
     src_vocab, tgt_vocab, batches = _train_batches(train_config, args, device)
     config = train_config.model.replace(src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     variants = _variants(config, args, device, old)
     dtype = autocast or torch.float32
-    n = args.matmul_size or (8192 if device.type == "cuda" else 2048)
+    n = args.matmul_size or on_device(device).matmul_size
     run = Run(args, config, train_config.max_tokens, device, autocast,
               matmul_rate(device, dtype, n), old)  # fmt: skip
     tokens = sum(batch.ntokens for batch in batches)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import command, now, on_device, run_main, versions, write_report
 from train import _synthetic_batch
 
 from annotated_transformer.data.vocab import EOS_ID, PAD_ID
@@ -46,9 +46,9 @@ def time_steps(config: ModelConfig, batch, args, device, compile: bool) -> dict:
     torch.manual_seed(args.seed)
     model = accelerate(build_model(config)).to(device)
     criterion = LabelSmoothingFromLogits(config.tgt_vocab, PAD_ID, 0.1)
-    optimizer = make_optimizer(model.parameters(), fused=device.type == "cuda")
+    optimizer = make_optimizer(model.parameters(), fused=on_device(device).fused_adam)
     net = torch.compile(model) if compile else model
-    autocast = torch.bfloat16 if device.type == "cuda" else None
+    autocast = on_device(device).autocast
 
     def step() -> None:
         train_step(net, [batch], criterion, optimizer, autocast=autocast)
@@ -72,8 +72,8 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
     base = ModelConfig.base(share_embeddings=True, max_len=max(256, args.length + 1))
     config = base.replace(src_vocab=args.vocab, tgt_vocab=args.vocab)
     batch = _synthetic_batch(args.length, args.tokens, args.vocab, device)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    rate = matmul_rate(device, dtype, 8192 if device.type == "cuda" else 2048)
+    dtype = on_device(device).autocast or torch.float32
+    rate = matmul_rate(device, dtype, on_device(device).matmul_size)
     print(f"{describe_device(device)}: base model, vocabulary {args.vocab:,} (tied), "
           f"{batch.size} sentences of {args.length} tokens = {batch.ntokens:,} target tokens; "
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
@@ -95,7 +95,7 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "benchmark": "wmt-throughput",
         "command": command("wmt_throughput.py", argv),
         "device": describe_device(device),
-        "autocast": None if device.type != "cuda" else "bfloat16",
+        "autocast": None if dtype == torch.float32 else "bfloat16",
         "config": {"N": config.N, "d_model": config.d_model, "h": config.h, "d_ff": config.d_ff,
                    "vocab": args.vocab, "share_embeddings": True, "length": args.length,
                    "sentences": batch.size, "target_tokens": batch.ntokens, "steps": args.steps},

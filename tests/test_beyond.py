@@ -308,7 +308,7 @@ def test_the_grid_is_a_command_and_its_records_name_it(tmp_path, monkeypatch, ca
         assert f"\n    {command} " in help_text or f"\n    {command}\n" in help_text, command
     made = {}
 
-    def fake_run(variation, base, runs, results, data_dir, device, command):
+    def fake_run(variation, base, runs, results, data_dir, device, command, sentences=None):
         made[variation.name] = (runs, command)
         return {"val": {"bleu": {"score": 1.0}, "perplexity": 2.0}, "seconds": 3.0}
 

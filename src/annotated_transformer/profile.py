@@ -13,6 +13,7 @@ package takes sizes, steps and devices as arguments.
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -31,10 +32,13 @@ class Profile:
         name: "quick" (every chapter in at most 2 minutes on 2 CPU cores) or "full"
             (paper-scale where that makes sense).
         device: where the chapters put their tensors, "cuda" or "cpu".
+        tiny: under the override `ANNOTATED_TRANSFORMER_TINY=DIR`, the scratch folder DIR of
+            the full profile run at a tiny scale (see `shrink`); None otherwise.
     """
 
     name: str
     device: str
+    tiny: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROFILES:
@@ -47,14 +51,49 @@ class Profile:
 
     def pick(self, *, quick: T, full: T) -> T:
         """The value for this profile, e.g. `steps = profile.pick(quick=200, full=100_000)`."""
-        return quick if self.quick else full
+        return quick if self.quick else self.scaled(full, quick)
 
     def describe(self) -> str:
-        return f"profile: {self.name}, device: {self.device} (set {ENV_VAR}=quick|full to change)"
+        scale = f", at a tiny scale, writing into {self.tiny}" if self.tiny else ""
+        how = f"(set {ENV_VAR}=quick|full to change)"
+        return f"profile: {self.name}{scale}, device: {self.device} {how}"
+
+    # From book/appendix_settings.ipynb,
+    #   "How the package is built: settings, profiles and errors"
+    #   › "The full profile at a tiny scale".
+    def scaled(self, full: T, quick: object = None) -> T:
+        """`full` as this profile runs it: `shrink(full, quick)` under the tiny override, else
+        as it is (`train(profile.scaled(preset("small")), ...)` where there is no quick value)."""
+        return shrink(full, quick) if self.tiny else full
+
+    @property
+    def scale(self) -> str:
+        """The scale for `grid --profile`: quick, full, or tiny (full under the tiny override)."""
+        return "tiny" if self.tiny else self.name
+
+    def root(self, repository: Path) -> Path:
+        """The folder holding the `results/` and `runs/` a chapter writes: the repository, or
+        under the tiny override its scratch folder."""
+        return Path(self.tiny) if self.tiny else repository
+
+    def at_scale(self, holds: bool, claim: str) -> None:
+        """Check `claim`, which holds at the profile's own scale; under the tiny override, print
+        that it was not checked."""
+        if self.tiny:
+            print(f"tiny scale: not checked (it holds at full scale): {claim}")
+        elif not holds:
+            raise AssertionError(claim)
+
+
+# From book/appendix_settings.ipynb,
+#   "How the package is built: settings, profiles and errors"
+#   › "The profile".
+TINY_VAR = "ANNOTATED_TRANSFORMER_TINY"  # DIR: the full profile at a tiny scale, writing into DIR
 
 
 def current_profile(environ: Mapping[str, str] | None = None, cuda: bool | None = None) -> Profile:
-    """The profile named by `ANNOTATED_TRANSFORMER_PROFILE`; else `full` with CUDA, `quick` without.
+    """The profile named by `ANNOTATED_TRANSFORMER_PROFILE`; else `full` with CUDA, `quick` without;
+    `full` at a tiny scale under `ANNOTATED_TRANSFORMER_TINY=DIR`.
 
     Args:
         environ: the environment to read (default: `os.environ`).
@@ -68,4 +107,34 @@ def current_profile(environ: Mapping[str, str] | None = None, cuda: bool | None 
             f"{ENV_VAR}={environ[ENV_VAR]!r} is not a profile: "
             f"expected one of {', '.join(PROFILES)}"
         )
-    return Profile(name=chosen or ("full" if cuda else "quick"), device="cuda" if cuda else "cpu")
+    tiny = environ.get(TINY_VAR, "").strip() or None
+    if tiny and chosen == "quick":
+        raise ValueError(f"{TINY_VAR} runs the full profile at a tiny scale, not {ENV_VAR}=quick")
+    name = "full" if tiny else chosen or ("full" if cuda else "quick")
+    return Profile(name=name, device="cuda" if cuda else "cpu", tiny=tiny)
+
+
+# From book/appendix_settings.ipynb,
+#   "How the package is built: settings, profiles and errors"
+#   › "The full profile at a tiny scale".
+TINY_STEPS = 12  # optimizer steps of any training run under the tiny override
+
+
+def shrink(full: T, quick: object = None) -> T:
+    """`full` cut to a tiny scale: a training run (a `TrainConfig`) to `TINY_STEPS` steps of a
+    tiny model, a `ModelConfig` to one layer of width 32, an int to a tenth of `quick` (at
+    least 1), a list to `quick`'s length. Anything else (a name, a flag) is returned as it is."""
+    if hasattr(full, "max_steps") and hasattr(full, "model"):  # a training run
+        return full.replace(
+            model=shrink(full.model), max_tokens=min(full.max_tokens, 2048), epochs=None,
+            warmup=min(full.warmup, 4), max_steps=TINY_STEPS, log_every=2,
+            eval_every=TINY_STEPS, save_every=TINY_STEPS,
+            bleu_sentences=min(full.bleu_sentences, 8),
+        )  # fmt: skip
+    if hasattr(full, "d_model") and hasattr(full, "replace"):  # a model
+        return full.replace(N=1, d_model=32, d_ff=64, h=2, d_k=None, d_v=None)
+    if isinstance(full, int) and not isinstance(full, bool) and isinstance(quick, int):
+        return max(1, min(full, quick) // 10)
+    if isinstance(full, list | tuple) and isinstance(quick, list | tuple):
+        return full[: len(quick)]
+    return full

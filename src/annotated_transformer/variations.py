@@ -127,7 +127,8 @@ def grid(base: "TrainConfig") -> list[Variation]:
 
 def base_config(profile: str) -> "TrainConfig":
     """The grid's base run. quick: a model between `tiny` and `small`, 400 steps (minutes on a
-    CPU core); full: the `small` preset for its 12 epochs' worth of steps (a GPU)."""
+    CPU core); full: the `small` preset for its 12 epochs' worth of steps (a GPU); tiny: the full
+    base cut by the profile's `shrink` (tests of the full profile's code)."""
     from annotated_transformer.runs.presets import preset
 
     bookkeeping = {"epochs": None, "log_every": 10, "bleu_sentences": 50, "keep": 1}
@@ -139,8 +140,24 @@ def base_config(profile: str) -> "TrainConfig":
         )  # fmt: skip
     if profile == "full":
         steps = 2600
-        return preset("small", max_steps=steps, eval_every=steps, save_every=steps, **bookkeeping)
-    raise ValueError(f"unknown profile {profile!r}: expected quick or full")
+        every = steps // 10  # ten validations: whether the base converged (BLEU in its last 20 %)
+        return preset("small", max_steps=steps, eval_every=every, save_every=steps, **bookkeeping)
+    if profile == "tiny":
+        from annotated_transformer.profile import shrink
+
+        return shrink(base_config("full"))
+    raise ValueError(f"unknown profile {profile!r}: expected quick, full or tiny")
+
+
+TINY_ROWS = ("base", "base-seed1", "base-seed2", "bpe-tied", "bpe-untied")  # words and BPE
+
+
+def grid_of(profile: str) -> tuple["TrainConfig", list[Variation]]:
+    """The base run and the variations `grid --profile PROFILE` trains: all of `grid(base)`, but
+    for "tiny" only `TINY_ROWS` (those the chapter "Subwords" reads: the grid's code, both
+    tokenizers, tied and untied)."""
+    base = base_config(profile)
+    return base, [v for v in grid(base) if profile != "tiny" or v.name in TINY_ROWS]
 
 
 # From book/table3.ipynb, "Table 3 on Multi30k" › "Training and scoring one variation".
@@ -177,9 +194,11 @@ def run(
     data_dir: str | os.PathLike[str] | None = None,
     device: str | None = None,
     command: str | None = None,
+    sentences: int | None = None,
 ) -> dict:
     """Train one variation (or continue it), score it on val, and record it in `results`
-    with the `command` that makes it (`run_grid` gives it)."""
+    with the `command` that makes it (`run_grid` gives it); `sentences`: score only the first
+    of val (the tiny grid)."""
     from annotated_transformer.evaluation import scores as evaluation
     from annotated_transformer.model.transformer import count_parameters
     from annotated_transformer.training.guards import holds_a_run
@@ -193,7 +212,8 @@ def run(
     outcome = train(config, runs / variation.name, data_dir=data_dir, resume=resume,
                     device=device, progress=False, log=lambda message: None)  # fmt: skip
     translator = Translator.from_checkpoint(outcome.checkpoint, device=device)
-    scored = evaluation.evaluate_split(translator, "val", data_dir, beam_size=4, alpha=0.6)
+    scored = evaluation.evaluate_split(translator, "val", data_dir, beam_size=4, alpha=0.6,
+                                       first=sentences)  # fmt: skip
     curve = [json.loads(line) for line in (runs / variation.name / "metrics.jsonl").open()]
     record = {
         "variation": {"row": variation.row, "name": variation.name, "label": variation.label,
@@ -235,9 +255,10 @@ def recorded(results: Path, variation: Variation, base: "TrainConfig") -> dict |
 
 def add_grid_options(parser: argparse.ArgumentParser) -> None:
     """The options of `annotated-transformer grid`, which runs `run_grid`."""
-    parser.add_argument("--profile", choices=["quick", "full"], default="quick",
+    parser.add_argument("--profile", choices=["quick", "full", "tiny"], default="quick",
                         help="quick: minutes per variation on a CPU core (default); full: the "
-                        "small preset as the base, a GPU")  # fmt: skip
+                        "small preset as the base, a GPU; tiny: full's code in seconds, a few "
+                        "rows (tests)")  # fmt: skip
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these variations only")
     parser.add_argument("--runs", default="runs/variations", help="run folders (checkpoints)")
     parser.add_argument("--results", help="records (default: results/variations-PROFILE-DEVICE)")
@@ -252,8 +273,7 @@ def run_grid(args: argparse.Namespace) -> int:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    base = base_config(args.profile)
-    variations = grid(base)
+    base, variations = grid_of(args.profile)
     names = [v.name for v in variations]
     unknown = sorted(set(args.only or []) - set(names))
     if unknown:
@@ -273,7 +293,8 @@ def run_grid(args: argparse.Namespace) -> int:
         return run_in_processes([v.name for v in todo], command, args.jobs)
     for v in todo:
         record = run(v, base, Path(args.runs) / args.profile, results, args.data_dir, device,
-                     command=shlex.join(["annotated-transformer", *command(v.name)]))  # fmt: skip
+                     command=shlex.join(["annotated-transformer", *command(v.name)]),
+                     sentences=base.bleu_sentences if args.profile == "tiny" else None)  # fmt: skip
         scores = record["val"]
         print(f"{v.name}: val BLEU {scores['bleu']['score']:.2f}, perplexity "
               f"{scores['perplexity']:.2f}, {record['seconds']:.0f} s", flush=True)  # fmt: skip

@@ -372,6 +372,11 @@ def set_rng_state(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def autocast_dtype(bf16: bool, device: torch.device) -> torch.dtype | None:
+    """bfloat16 autocast if `bf16` and on CUDA; None (float32) on a CPU, which ignores `bf16`."""
+    return torch.bfloat16 if bf16 and device.type == "cuda" else None
+
+
 # From book/engineering.ipynb, "Engineering a training run" › "The state of a run".
 @dataclass
 class Run:
@@ -439,7 +444,7 @@ def set_up(
         config, run_dir, procs, data, model, model, optimizer, scheduler, criterion, sampler,
         metrics=MetricsLog(run_dir / "metrics.jsonl", saved.step if saved else None, procs.main),
         total=min(end for end in ends if end is not None),
-        autocast=torch.bfloat16 if config.bf16 and procs.device.type == "cuda" else None,
+        autocast=autocast_dtype(config.bf16, procs.device),
     )  # fmt: skip
     if saved is not None:
         restore(run, saved, say)
