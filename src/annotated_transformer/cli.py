@@ -903,7 +903,8 @@ def _add_train(commands: Commands) -> None:
     train.add_argument("--preset", choices=PRESET_NAMES)
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
-    train.add_argument("--data-dir", help=DATA_HELP)
+    train.add_argument("--data-dir", help=DATA_HELP + "; for a WMT 2014 preset, the folder "
+                       "`download --dataset wmt14-en-de` wrote")  # fmt: skip
     train.add_argument("--pair", choices=PAIRS, help="source-target languages: de-en translates "
                        "German into English, en-de back (default: the preset's)")  # fmt: skip
     length = train.add_mutually_exclusive_group()
