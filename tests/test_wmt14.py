@@ -250,3 +250,11 @@ def test_one_process_prepares_what_it_trains_from(text: Path, tmp_path: Path) ->
     assert outcome.step == 2 and any(line.startswith("prepare: learning") for line in said)
     assert (text / "shards-bpe300-min2" / "train.json").is_file()
     assert not [p for p in text.iterdir() if p.name.startswith(".")]  # no temporary folder
+
+
+def test_a_wmt_run_reads_bpe_pieces_only() -> None:
+    from annotated_transformer.runs.presets import preset
+    from annotated_transformer.util.settings import SettingError
+
+    with pytest.raises(SettingError, match="settings dataset and tokenizer"):
+        preset("wmt14-base", tokenizer="word", share_embeddings=False)

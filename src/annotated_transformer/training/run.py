@@ -2,7 +2,8 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/engineering.ipynb, "Engineering a training run" › "The trainer".
-"""Train on Multi30k, either direction: one process or many, checkpoints that resume exactly.
+"""Train on Multi30k (or WMT 2014's shards), either direction: one process or many, checkpoints
+that resume exactly.
 
 `train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
