@@ -278,6 +278,22 @@ def miniature_mirror(
     return setup
 
 
+def miniature_text(name: str = "wmt") -> Callable[[Path], None]:
+    """The miniature WMT 2014's text in `name/`, as `download --dataset wmt14-en-de` writes it."""
+
+    def setup(folder: Path) -> None:
+        from wmt_miniature import make_mirror
+
+        from annotated_transformer.data import wmt14
+
+        sources = wmt14.sources_from_json(make_mirror(folder / ".mirror"))
+        wmt14.extract({n: folder / ".mirror" / s.file for n, s in sources.items()},
+                      folder / name, sources=sources)  # fmt: skip
+        shutil.rmtree(folder / ".mirror")
+
+    return setup
+
+
 WMT = ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror", "--test-sources",
        "mirror/SOURCES.json", "--data-dir", "wmt")  # fmt: skip
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
@@ -706,9 +722,34 @@ CASES = [
          "exit 2, names the setting and the directions there are"),
     Case("pair-option-unknown", VALUE, (*T, "new", "--pair", "de-fr"), 2,
          "argument --pair: invalid choice: 'de-fr'", "exit 2, lists the directions"),
-    Case("wmt14-not-connected", MISSING, ("train", "--preset", "wmt14-base", "--out", "new"), 1,
-         "setting dataset='wmt14-en-de': training on WMT 2014 reads the shards that",
-         "exit 1, says what the trainer cannot read yet; no folder made"),
+    Case("wmt14-without-text", MISSING,
+         ("train", "--preset", "wmt14-base", "--data-dir", "wmt", "--out", "new"), 1,
+         "wmt: holds no manifest.json, train.en, train.de", "exit 1, names the files and the "
+         "command that writes them; no folder made"),
+    # Issue 35, the data hookup
+    Case("prepare-without-text", MISSING, ("prepare", "--data-dir", "wmt"), 1,
+         "wmt: holds no manifest.json", "exit 1, names the files and the download command"),
+    Case("prepare-vocab-size-zero", VALUE, ("prepare", "--vocab-size", "0"), 2,
+         "argument --vocab-size: expected a positive integer, got '0'", "exit 2, names the option"),
+    Case("prepare-onto-a-foreign-folder", CLOBBER,
+         ("prepare", "--data-dir", "wmt", "--vocab-size", "300"), 1,
+         "wmt/shards-bpe300-min2: not a prepared folder (no train.json): move it away",
+         "exit 1, nothing learned or written", setup=both(miniature_text(),
+         write("wmt/shards-bpe300-min2/notes.txt", "mine\n")),
+         note="wmt/shards-bpe300-min2/: the user's folder"),
+    Case("torchrun-before-prepare", MISSING,
+         ("train", "--preset", "wmt14-base", "--data-dir", "wmt", "--out", "new"), 1,
+         "wmt/shards-bpe37000-min2: missing; a job of many processes reads the BPE and shards "
+         "prepared once", "exit 1, gives the prepare command; no folder made",
+         setup=miniature_text(), env=("RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0",
+         "MASTER_ADDR=localhost", "MASTER_PORT=29500")),
+    Case("wmt14-with-word-tokens", SETTING,
+         ("train", "--preset", "wmt14-base", "--tokenizer", "word", "--out", "new"), 2,
+         "settings dataset and tokenizer: a wmt14-en-de run reads the shared BPE of its shards",
+         "exit 2, names both settings"),
+    Case("evaluate-a-split-of-another-corpus", VALUE, ("evaluate", "--split", "newstest2014"), 2,
+         "--split newstest2014: not a split of multi30k, the corpus this model was trained on",
+         "exit 2, lists the model's splits"),
 ]  # fmt: skip
 
 
@@ -1451,6 +1492,8 @@ BAD_INPUTS = {  # for each subcommand, inputs it must refuse in one line (and ne
              "notes.txt"]],
     "download": [["--data-dir"], ["--data-dir", "notes.txt"], ["--data-dir", "dl", "--x"]],
     "info": [["--verbose"], ["extra"]],
+    "prepare": [["--vocab-size", "0"], ["--data-dir", "notes.txt"], ["--data-dir", "nowhere"],
+                ["--min-freq", "x"]],
 }  # fmt: skip
 
 

@@ -96,12 +96,12 @@ def test_the_wmt14_presets_hold_the_papers_recipe():
     assert (parsed.beam, parsed.alpha) == (4, 0.6)
 
 
-def test_a_wmt14_run_is_refused_before_it_writes_anything(tmp_path):
+def test_a_wmt14_run_without_its_text_is_refused_before_it_writes_anything(tmp_path):
     from annotated_transformer.training.run import train
 
-    with pytest.raises(ValueError, match=r"^setting dataset='wmt14-en-de': training on WMT"):
-        train(preset("wmt14-base"), tmp_path / "run", progress=False)
-    assert not (tmp_path / "run").exists()
+    with pytest.raises(FileNotFoundError, match=r"holds no manifest.json, train.en, train.de"):
+        train(preset("wmt14-base"), tmp_path / "run", data_dir=tmp_path / "wmt", progress=False)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "wmt").exists()
 
 
 def test_exports_name_the_direction():

@@ -1,10 +1,13 @@
 """WMT 2014 English–German end to end on a miniature corpus in the real archives' layout:
 download from a local or `file://` mirror with checksums, extraction, BPE, shards, a tiny model
-trained on the shards, averaging, and sacreBLEU on both forms of newstest2014."""
+trained on the shards, averaging, and sacreBLEU on both forms of newstest2014; and the same
+through the command line, as a reader runs it: `download`, `prepare`, `train` in two torchrun
+processes (and resumed), `average`, `evaluate` on both forms."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,21 +30,28 @@ from annotated_transformer.training.schedule import make_optimizer, noam_schedul
 TRAIN = COUNTS["europarl-v7"] + COUNTS["commoncrawl"] + COUNTS["news-commentary-v9"]
 
 
-def download(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "annotated_transformer", "download", "--dataset",
-               "wmt14-en-de", *args]  # fmt: skip
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "annotated_transformer", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def download(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return cli("download", "--dataset", "wmt14-en-de", *args, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The miniature, downloaded from a local-folder mirror and extracted by the command line."""
+    """The miniature, downloaded by the command line from a `file://` mirror through the pooch
+    cache (a cache of its own: `XDG_CACHE_HOME`), checked and extracted."""
     work = tmp_path_factory.mktemp("wmt")
     registry = make_mirror(work / "mirror")
-    done = download("--mirror", "mirror", "--test-sources", str(registry), "--data-dir", "text",
-                    cwd=work)  # fmt: skip
+    env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
+    done = download("--mirror", (work / "mirror").as_uri(), "--test-sources", str(registry),
+                    "--data-dir", "text", cwd=work, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "not the package's" in done.stdout
+    cached = sorted(p.name for p in (work / "cache").rglob("*.tgz"))
+    assert cached == sorted(s.file for s in wmt14.SOURCES.values())  # through the cache
     return work / "text"
 
 
@@ -144,11 +154,11 @@ def test_a_tiny_model_trains_on_shards_and_is_scored_on_both_test_sets(text: Pat
     optimizer = make_optimizer(model.parameters())
     scheduler = noam_scheduler(optimizer, config.d_model, factor=2.0, warmup=50)
     criterion, state, kept = LabelSmoothing(len(tokenizer), PAD_ID, 0.1), TrainState(), []
-    for epoch in range(3):
+    for epoch in range(2):
         batches = shard_loader(train, max_tokens=600, epoch=epoch, num_workers=1)
         train_epoch(model, batches, criterion, optimizer, scheduler, state=state, progress=False)
         kept.append({k: v.clone() for k, v in model.state_dict().items()})
-    assert state.step == 3 * len(batches) and state.sentences == 3 * (TRAIN - 1)
+    assert state.step == 2 * len(batches) and state.sentences == 2 * (TRAIN - 1)
     model.load_state_dict(average_state_dicts(kept[-2:]))
     results = score_newstest(bpe_translate(model, tokenizer, beam_size=2, max_len=96), text)
     assert {form: r["sentences"] for form, r in results.items()} == {"full": 48, "filtered": 40}
@@ -169,3 +179,82 @@ def test_download_refuses_what_does_not_fit(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "annotated_transformer", "download", "--dedup"],
                           cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2 and "only with --dataset wmt14-en-de" in done.stderr
+
+
+# --- the command line, as a reader runs it -------------------------------------------------------
+
+TINY = ("--preset", "wmt14-base", "--data-dir", "text", "--device", "cpu", "--no-progress",
+        "--max-tokens", "400", "--accumulate", "1", "--set", "N=1", "--set", "d_model=32",
+        "--set", "d_ff=64", "--set", "h=2", "--set", "max_len=64", "--set", "vocab_size=320",
+        "--set", "warmup=20", "--set", "save_every=2", "--set", "eval_every=4", "--set",
+        "bleu_sentences=8", "--set", "average_last=3")  # fmt: skip
+
+
+def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`annotated-transformer train` in two processes on this machine (gloo on a CPU)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", "2", "--max-restarts", "0", "-m", "annotated_transformer",
+               "train", *args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_paper_pipeline_runs_through_the_command_line(text: Path) -> None:
+    work = text.parent
+    done = torchrun(*TINY, "--out", "refused", "--max-steps", "4", cwd=work)
+    assert done.returncode != 0 and "annotated-transformer prepare --data-dir text" in done.stderr
+    assert not (work / "refused").exists()  # many processes only read: prepare first
+    done = cli("prepare", "--data-dir", "text", "--vocab-size", "320", cwd=work)
+    assert done.returncode == 0, done.stderr
+    shards = text / "shards-bpe320-min2"
+    assert "320 BPE pieces, 539 training pairs" in done.stdout
+    written = {p.name: p.stat().st_mtime_ns for p in shards.iterdir()}
+    done = torchrun(*TINY, "--out", "run", "--max-steps", "4", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert "539 training and 40 validation pairs" in done.stderr and "2 process(es)" in done.stderr
+    done = torchrun(*TINY, "--out", "run", "--max-steps", "6", "--resume", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert "(step 4, epoch 1" in done.stderr  # resumed, reading the same shards
+    assert {p.name: p.stat().st_mtime_ns for p in shards.iterdir()} == written  # never rewritten
+    run = work / "run"
+    assert json.loads((run / "config.json").read_text())["pair"] == "en-de"
+    assert BPETokenizer.load(run / "bpe.json") == BPETokenizer.load(shards / "bpe.json")
+    done = cli("average", "run", "--out", "run/average.pt", cwd=work)
+    assert done.returncode == 0 and "steps 2, 4, 6" in done.stdout, done.stderr
+    evaluate = ("evaluate", "--checkpoint", "run/average.pt", "--data-dir", "text", "--split",
+                "newstest2014", "newstest2014-full", "--beam", "2", "--results", "res")  # fmt: skip
+    done = cli(*evaluate, cwd=work)
+    assert done.returncode == 0, done.stderr
+    for split, count, reference in (("newstest2014", 40, "newstest2014-filtered.de"),
+                                    ("newstest2014-full", 48, "newstest2014-full.de")):  # fmt: skip
+        record = json.loads((work / "res" / f"{split}-avg3-beam2.json").read_text())
+        assert record["sentences"] == count and record["pair"] == "en-de"
+        assert record["references"]["file"] == reference
+        assert record["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+        hypotheses = (work / "res" / f"{split}-avg3-beam2.de").read_text().splitlines()
+        assert len(hypotheses) == count
+    done = cli("evaluate", "--checkpoint", "run/average.pt", "--split", "test2016", cwd=work)
+    assert done.returncode == 2 and "not a split of wmt14-en-de" in done.stderr
+
+
+def test_one_process_prepares_what_it_trains_from(text: Path, tmp_path: Path) -> None:
+    from annotated_transformer.runs.presets import preset
+    from annotated_transformer.training.run import train
+
+    config = preset("wmt14-base", N=1, d_model=32, d_ff=64, h=2, max_len=64, vocab_size=300,
+                    max_tokens=400, accumulate=1, max_steps=2, eval_every=2,
+                    bleu_sentences=4)  # fmt: skip
+    said: list[str] = []
+    outcome = train(config, tmp_path / "run", data_dir=text, device="cpu", progress=False,
+                    log=said.append)  # fmt: skip
+    assert outcome.step == 2 and any(line.startswith("prepare: learning") for line in said)
+    assert (text / "shards-bpe300-min2" / "train.json").is_file()
+    assert not [p for p in text.iterdir() if p.name.startswith(".")]  # no temporary folder
+
+
+def test_a_wmt_run_reads_bpe_pieces_only() -> None:
+    from annotated_transformer.runs.presets import preset
+    from annotated_transformer.util.settings import SettingError
+
+    with pytest.raises(SettingError, match="settings dataset and tokenizer"):
+        preset("wmt14-base", tokenizer="word", share_embeddings=False)

@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 from annotated_transformer import __version__
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
 from annotated_transformer.data.vocab import normalize
+from annotated_transformer.data.wmt14 import DATA_DIR_ENV as WMT14_DATA_DIR_ENV
 
 PROG = "annotated-transformer"
 # runs.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
@@ -316,6 +317,23 @@ def _download_wmt14(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Learn the shared BPE and write the training shard of a WMT 2014 download, once: what
+    `train` reads (and, in a single process, writes itself when it is missing)."""
+    from annotated_transformer.data import shards, wmt14
+
+    folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
+    say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    already = shards.check_prepared(shards.shard_folder(folder, args.vocab_size, args.min_freq),
+                                    folder)  # fmt: skip
+    prepared = shards.prepare_shards(folder, args.vocab_size, args.min_freq, say)
+    tokenizer, train = shards.open_prepared(prepared, ("en", "de"))
+    print(f"{prepared}: {'already prepared; ' if already else ''}{len(tokenizer):,} BPE pieces, "
+          f"{len(train):,} training pairs; train with --data-dir {folder} --set "
+          f"vocab_size={args.vocab_size} (the wmt14 presets: 37000)")  # fmt: skip
+    return 0
+
+
 def _set_changes(args: argparse.Namespace) -> dict:
     """The settings that the options of `train` and its `--set NAME=VALUE`s change."""
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
@@ -458,15 +476,16 @@ def _decoding_name(beam: int, alpha: float, keep_greedy: bool = False) -> str:
     return f"beam search, {beam} beams, alpha {alpha}{lane}"
 
 
-def _splits(given: list[str], known: Sequence[str]) -> list[str]:
-    """The splits `--split` names (each once), or a UsageError."""
+def _splits(given: list[str], known: Sequence[str], wmt: Sequence[str] = ()) -> list[str]:
+    """The splits `--split` names (each once), or a UsageError; `wmt`: WMT 2014's, also known."""
     if "all" in given:
         if len(given) > 1:
             raise UsageError(f"--split all stands alone: it means every split ({', '.join(known)})")
         return list(known)
     for split in given:
-        if split not in known:
-            raise UsageError(f"--split {split}: expected one of {', '.join(known)} or all")
+        if split not in (*known, *wmt):
+            also = f" (Multi30k), or {', '.join(wmt)} or all (WMT 2014)" if wmt else ""
+            raise UsageError(f"--split {split}: expected one of {', '.join(known)} or all{also}")
     return list(dict.fromkeys(given))
 
 
@@ -495,12 +514,13 @@ def _check_results(folder: str, split: str, tag: str, target: str = "en") -> Non
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Translate Multi30k splits in the model's direction and score them with sacreBLEU;
-    optionally record the results."""
+    """Translate the splits of the model's corpus (Multi30k, or WMT 2014's newstest sets) in its
+    direction and score them with sacreBLEU; optionally record the results."""
     from annotated_transformer.data import multi30k
+    from annotated_transformer.evaluation.newstest import NEWSTEST
     from annotated_transformer.evaluation.scores import EVAL_SPLITS
 
-    splits = _splits(args.split, EVAL_SPLITS)
+    splits = _splits(args.split or ["test2016"], EVAL_SPLITS, tuple(NEWSTEST))
     if args.output and len(splits) > 1:
         raise UsageError("--output takes the translations of one split; use --results for many")
     if args.tag is not None and (not args.tag or "/" in args.tag or args.tag.startswith(".")):
@@ -514,6 +534,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
     translator = _translator(args)
+    splits, wmt = _splits_of_the_run(args.split, translator.config.dataset), None
+    if translator.config.dataset != "multi30k":
+        wmt = _newstest_folder(args, splits, translator.config.pair)
     averaged = translator.origin.get("averaged_from")
     tag = args.tag or "-".join([
         "shipped" if translator.origin.get("shipped") else
@@ -524,25 +547,58 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
             _check_results(args.results, split, tag, translator.config.languages[1])
-    for split in splits:  # every input file, checked before any translating
+    for split in splits if wmt is None else []:  # every input file, checked before translating
         for lang in multi30k.LANGUAGES:
             multi30k.fetch(split, lang, args.data_dir)
     for split in splits:
-        _evaluate_split(args, translator, split, tag)
+        _evaluate_split(args, translator, split, tag, wmt)
     return 0
 
 
-def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) -> None:
-    """Translate and score one split; print the scores and write what was asked."""
+def _splits_of_the_run(given: list[str] | None, dataset: str) -> list[str]:
+    """The splits to evaluate, of the corpus the model was trained on (default: its test set)."""
+    from annotated_transformer.evaluation.newstest import NEWSTEST
+    from annotated_transformer.evaluation.scores import EVAL_SPLITS
+
+    known = EVAL_SPLITS if dataset == "multi30k" else tuple(NEWSTEST)
+    given = given or ["test2016" if dataset == "multi30k" else "newstest2014"]
+    foreign = [split for split in given if split not in (*known, "all")]
+    if foreign:
+        raise UsageError(f"--split {foreign[0]}: not a split of {dataset}, the corpus this model "
+                         f"was trained on: expected one of {', '.join(known)} or all")  # fmt: skip
+    return list(known) if "all" in given else list(dict.fromkeys(given))
+
+
+def _newstest_folder(args: argparse.Namespace, splits: list[str], pair: str) -> Path:
+    """The WMT 2014 text folder (--data-dir, else the default), holding every file `splits` read."""
+    from annotated_transformer.data import wmt14
+    from annotated_transformer.evaluation.newstest import newstest_files
+
+    folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
+    for split in splits:
+        for path in newstest_files(split, folder, pair):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: missing; write it with `{PROG} download "
+                                        f"--dataset wmt14-en-de --data-dir {folder}`")  # fmt: skip
+    return folder
+
+
+def _evaluate_split(
+    args: argparse.Namespace, translator, split: str, tag: str, wmt: Path | None = None
+) -> None:
+    """Translate and score one split (of WMT 2014, in the folder `wmt`, if given); print the
+    scores and write what was asked."""
     import shlex
 
     from annotated_transformer.evaluation import scores as evaluation
+    from annotated_transformer.evaluation.newstest import evaluate_newstest, newstest_files
     from annotated_transformer.util.atomic import atomic_write
     from annotated_transformer.util.device import describe_device
 
-    result = evaluation.evaluate_split(
-        translator, split, args.data_dir, beam_size=args.beam, alpha=args.alpha,
-        keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
+    run = evaluation.evaluate_split if wmt is None else evaluate_newstest
+    result = run(
+        translator, split, args.data_dir if wmt is None else wmt, beam_size=args.beam,
+        alpha=args.alpha, keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
     )  # fmt: skip
     skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
     decoding = _decoding_name(args.beam, args.alpha, args.keep_greedy)
@@ -565,7 +621,8 @@ def _evaluate_split(args: argparse.Namespace, translator, split: str, tag: str) 
                 "max_output_tokens": "source tokens + 50 (§6.1)",
             },
             device=describe_device(next(translator.model.parameters()).device),
-            data_dir=args.data_dir,
+            data_dir=args.data_dir if wmt is None else wmt,
+            reference=None if wmt is None else newstest_files(split, wmt, result.pair)[1],
         )  # fmt: skip
         print(f"  wrote {path}")
 
@@ -798,9 +855,9 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     _add_wmt14_options(download)
     download.set_defaults(run=cmd_download)
-    for add in (_add_train, _add_translate, _add_evaluate, _add_attention, _add_average,
-                _add_save_pretrained, _add_export_onnx, _add_export_ct2, _add_export_hf,
-                _add_grid):  # fmt: skip
+    for add in (_add_train, _add_prepare, _add_translate, _add_evaluate, _add_attention,
+                _add_average, _add_save_pretrained, _add_export_onnx, _add_export_ct2,
+                _add_export_hf, _add_grid):  # fmt: skip
         add(commands)
     return parser
 
@@ -846,7 +903,8 @@ def _add_train(commands: Commands) -> None:
     train.add_argument("--preset", choices=PRESET_NAMES)
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
-    train.add_argument("--data-dir", help=DATA_HELP)
+    train.add_argument("--data-dir", help=DATA_HELP + "; for a WMT 2014 preset, the folder "
+                       "`download --dataset wmt14-en-de` wrote")  # fmt: skip
     train.add_argument("--pair", choices=PAIRS, help="source-target languages: de-en translates "
                        "German into English, en-de back (default: the preset's)")  # fmt: skip
     length = train.add_mutually_exclusive_group()
@@ -871,6 +929,21 @@ def _add_train(commands: Commands) -> None:
     train.set_defaults(run=cmd_train)
 
 
+def _add_prepare(commands: Commands) -> None:
+    about = ("learn the shared BPE of a WMT 2014 download and write its training shards, once "
+             "(train does it in a single process; a torchrun job needs it done first)")  # fmt: skip
+    prepare = commands.add_parser("prepare", help=about, description=about[0].upper() + about[1:]
+                                  + ": into DATA_DIR/shards-bpeN-minF/, reused by every run "
+                                  "with the same text and vocabulary.")  # fmt: skip
+    prepare.add_argument("--data-dir", help="the folder `download --dataset wmt14-en-de` wrote "
+                         f"(default: ${WMT14_DATA_DIR_ENV}, else the cache)")  # fmt: skip
+    prepare.add_argument("--vocab-size", type=_count(high=1 << 20), default=37_000,
+                         help="BPE pieces (the run's vocab_size; default 37000, §5.1)")  # fmt: skip
+    prepare.add_argument("--min-freq", type=_count(), default=2,
+                         help="the run's min_freq (default 2)")  # fmt: skip
+    prepare.set_defaults(run=cmd_prepare)
+
+
 def _add_translate(commands: Commands) -> None:
     translate = commands.add_parser(
         "translate", help="translate sentences from the model's source language into its target "
@@ -888,13 +961,17 @@ def _add_translate(commands: Commands) -> None:
 
 def _add_evaluate(commands: Commands) -> None:
     evaluate = commands.add_parser(
-        "evaluate", help="BLEU, chrF and lowercased BLEU on Multi30k splits (sacreBLEU)"
-    )
-    evaluate.add_argument(
-        "--split", nargs="+", default=["test2016"], metavar="SPLIT",
-        help="val, test2016, test2017, test2018, mscoco, or all (default: test2016)",
+        "evaluate", help="BLEU, chrF and lowercased BLEU on the splits of the model's corpus "
+        "(sacreBLEU)",
     )  # fmt: skip
-    evaluate.add_argument("--data-dir", help=DATA_HELP)
+    evaluate.add_argument(
+        "--split", nargs="+", metavar="SPLIT", help="Multi30k: val, test2016, test2017, "
+        "test2018, mscoco, or all (default: test2016). WMT 2014: newstest2013, newstest2014 "
+        "(2,737 sentences, sacreBLEU's wmt14), newstest2014-full (3,003), or all (default: "
+        "newstest2014)",
+    )  # fmt: skip
+    evaluate.add_argument("--data-dir", help=DATA_HELP + "; for a WMT 2014 model, the folder "
+                          "`download --dataset wmt14-en-de` wrote")  # fmt: skip
     evaluate.add_argument(
         "--output", help="also write the translations to this file (an existing file is "
         "replaced only if it is the translations of a results record, SPLIT-TAG.en, or .de "
@@ -1105,7 +1182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
     if not getattr(args, "run", None):
         parser.print_usage(sys.stderr)
-        commands = ("info, download, train, translate, evaluate, attention, average, "
+        commands = ("info, download, train, prepare, translate, evaluate, attention, average, "
                     "save-pretrained, export-onnx, export-ct2, export-hf")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     try:

@@ -9,17 +9,18 @@ A shard is three files per language, e.g. `train.en.ids` (every sentence's ids, 
 other, `uint16` for a vocabulary under 65,536), `train.en.offsets.npy` (where each sentence
 starts; n + 1 of them) and one `train.json` describing both. Nothing is read until a batch asks
 for it, so a run starts in seconds and each DataLoader worker opens the maps itself.
+`prepare_shards` writes a folder of them once per text and vocabulary; the trainer reads it.
 """
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from annotated_transformer.data.batch import collate
+from annotated_transformer.data.batch import Batch, collate
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, normalize
@@ -88,20 +89,24 @@ def finish_shard(
     dtype: type, tokenizer: BPETokenizer,
 ) -> dict:  # fmt: skip
     """Write the offsets and the description, then move the ids into place."""
-    import hashlib
-
     for lang in languages:
         np.save(out / f"{split}.{lang}.offsets.npy", np.asarray(offsets[lang], dtype=np.int64))
         os.replace(out / f"{split}.{lang}.ids.partial", out / f"{split}.{lang}.ids")
-    vocabulary = json.dumps(tokenizer.to_json(), sort_keys=True).encode()
     meta = {
         "format": SHARD_FORMAT, "split": split, "languages": list(languages),
         "pairs": len(offsets[languages[0]]) - 1, "dtype": np.dtype(dtype).name,
         "tokens": {lang: int(offsets[lang][-1]) for lang in languages},
-        "vocab_size": len(tokenizer), "tokenizer_sha256": hashlib.sha256(vocabulary).hexdigest(),
+        "vocab_size": len(tokenizer), "tokenizer_sha256": tokenizer_sha256(tokenizer),
     }  # fmt: skip
     (out / f"{split}.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def tokenizer_sha256(tokenizer: BPETokenizer) -> str:
+    """A hash of the vocabulary and merges: which BPE wrote a shard."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(tokenizer.to_json(), sort_keys=True).encode()).hexdigest()
 
 
 def zip_aligned(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
@@ -122,10 +127,15 @@ class ShardedPairs(torch.utils.data.Dataset):
     `<s> y₁ … yₘ </s>`. The lengths come from the offsets alone, for the batch sampler.
     """
 
-    def __init__(self, folder: str | os.PathLike[str], split: str) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], split: str, languages: Sequence[str] | None = None
+    ) -> None:  # languages: (source, target), e.g. ("de", "en"); default: the shard's order
         self.folder, self.split = Path(folder), split
         self.meta = read_shard_meta(self.folder, split)
-        self.languages = tuple(self.meta["languages"])
+        self.languages = tuple(languages or self.meta["languages"])
+        if sorted(self.languages) != sorted(self.meta["languages"]):
+            raise ValueError(f"{self.folder / split}.json: holds {self.meta['languages']}, "
+                             f"not {list(self.languages)}")  # fmt: skip
         self.offsets = {lang: np.load(self.folder / f"{split}.{lang}.offsets.npy", mmap_mode="r")
                         for lang in self.languages}  # fmt: skip
         self._ids: dict[str, np.memmap] = {}  # opened on first use, in each worker
@@ -197,3 +207,92 @@ def read_shard_meta(folder: Path, split: str) -> dict:
             raise ValueError(f"{ids}: {size} bytes, expected {expected} (from {path}): the "
                              f"shard is damaged or was cut short; write it again")  # fmt: skip
     return meta
+
+
+# From book/paper_scale.ipynb, "At the paper's scale" › "Prepared once, read by the trainer".
+def shard_folder(data_dir: str | os.PathLike[str], vocab_size: int, min_freq: int) -> Path:
+    """Where the BPE and the training shard of the text in `data_dir` are kept."""
+    return Path(data_dir) / f"shards-bpe{vocab_size}-min{min_freq}"
+
+
+def prepare_shards(
+    data_dir: str | os.PathLike[str], vocab_size: int = 37_000, min_freq: int = 2,
+    say: Callable[[str], None] = print,
+) -> Path:  # fmt: skip
+    """The folder holding `bpe.json` and the training shard of the text in `data_dir` (as
+    `download --dataset wmt14-en-de` writes it): made the first time, then reused."""
+    import shutil
+    import tempfile
+
+    data_dir = Path(data_dir)
+    folder = shard_folder(data_dir, vocab_size, min_freq)
+    if not check_prepared(folder, data_dir):
+        say(f"prepare: learning a {vocab_size:,}-piece BPE from {data_dir}/train.en and .de")
+        paths = [data_dir / "train.en", data_dir / "train.de"]
+        tokenizer = learn_bpe(paths, vocab_size, min_freq)
+        work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=data_dir))
+        try:
+            tokenizer.save(work / "bpe.json")
+            meta = write_shard(tokenizer, data_dir, "train", out=work)
+            say(f"prepare: {meta['pairs']:,} training pairs, "
+                f"{sum(meta['tokens'].values()):,} tokens, into {folder}")  # fmt: skip
+            try:
+                os.replace(work, folder)
+            except OSError:  # another process was quicker: keep its folder
+                if not (folder / "train.json").is_file():
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return folder
+
+
+TEXT = ("manifest.json", "train.en", "train.de", "newstest2013.en", "newstest2013.de")
+
+
+def check_prepared(folder: Path, data_dir: Path) -> bool:
+    """Whether `folder` is prepared; refuse text that `download` did not write, or a folder of
+    that name that this function did not."""
+    missing = [name for name in TEXT if not (data_dir / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{data_dir}: holds no {', '.join(missing)}; write them with `annotated-transformer "
+            f"download --dataset wmt14-en-de --data-dir {data_dir}`"
+        )
+    if folder.exists() and not (folder / "train.json").is_file():
+        raise ValueError(f"{folder}: not a prepared folder (no train.json): move it away")
+    return folder.exists()
+
+
+def open_prepared(
+    folder: Path, languages: Sequence[str], bpe: BPETokenizer | None = None
+) -> tuple[BPETokenizer, ShardedPairs]:
+    """The shared BPE of a prepared folder and its training pairs in the direction `languages`;
+    with `bpe` (a resumed run's), refuse a folder that another vocabulary wrote."""
+    tokenizer = BPETokenizer.load(folder / "bpe.json")
+    train = ShardedPairs(folder, "train", languages)
+    if train.meta["tokenizer_sha256"] != tokenizer_sha256(tokenizer):
+        raise ValueError(f"{folder}: train.json was written with another BPE than bpe.json: "
+                         f"delete the folder, and prepare it again")  # fmt: skip
+    if bpe is not None and bpe != tokenizer:
+        raise ValueError(f"{folder}/bpe.json: not the BPE that the run was trained with (its "
+                         f"bpe.json): train from the text that run was prepared from")  # fmt: skip
+    return tokenizer, train
+
+
+class PairsWithin:
+    """The pairs of a shard that fit in `max_len` positions, as the trainer reads a split (an
+    `EncodedSplit`'s `src_lengths`, `tgt_lengths` and `batch`); `left_out` counts the others."""
+
+    def __init__(self, shard: ShardedPairs, max_len: int) -> None:
+        src, tgt = shard.src_lengths, shard.tgt_lengths
+        self.shard, self.name = shard, shard.split
+        self.index = np.flatnonzero(np.maximum(src, tgt + 1) <= max_len)  # (as within_max_len)
+        self.src_lengths, self.tgt_lengths = src[self.index], tgt[self.index]
+        self.left_out = len(shard) - len(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def batch(self, indices: Sequence[int]) -> Batch:
+        """The pairs at `indices`, read from the memory maps and padded into one `Batch`."""
+        return collate([self.shard[int(self.index[i])] for i in indices], pad=PAD_ID)

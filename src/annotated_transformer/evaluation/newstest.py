@@ -7,15 +7,16 @@
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.shards import read_lines
-from annotated_transformer.data.vocab import EOS_ID
+from annotated_transformer.data.vocab import EOS_ID, normalize
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.evaluation.scores import scores
+from annotated_transformer.evaluation.scores import Evaluation, scores
 
 FORMS = {"full": "newstest2014-full", "filtered": "newstest2014-filtered"}  # 3,003 and 2,737
 
@@ -46,3 +47,41 @@ def score_newstest(
         src, ref = (list(read_lines(Path(folder, f"{stem}.{lang}"))) for lang in languages)
         results[form] = {"sentences": len(ref), **scores(translate(src), ref)}
     return results
+
+
+NEWSTEST = {  # what `evaluate --split` names: (the files `extract` writes, sacreBLEU's name)
+    "newstest2013": ("newstest2013", "wmt13"),
+    "newstest2014": ("newstest2014-filtered", "wmt14"),  # 2,737 sentences, sacreBLEU's default
+    "newstest2014-full": ("newstest2014-full", "wmt14/full"),  # 3,003
+}
+
+
+def newstest_files(
+    split: str, folder: str | os.PathLike[str], pair: str = "en-de"
+) -> tuple[Path, Path]:
+    """The source and reference files of `split` in `folder`, in the direction `pair`."""
+    if split not in NEWSTEST:
+        raise ValueError(f"unknown split {split!r}: expected one of {', '.join(NEWSTEST)}")
+    source, _, target = pair.partition("-")
+    return tuple(Path(folder, f"{NEWSTEST[split][0]}.{lang}") for lang in (source, target))
+
+
+def evaluate_newstest(
+    translator: Any, split: str, folder: str | os.PathLike[str], *, beam_size: int = 4,
+    alpha: float = 0.6, keep_greedy: bool = False, progress: bool = False,
+) -> Evaluation:  # fmt: skip
+    """Translate a newstest set with the `Translator` of a WMT run, in its direction, and score
+    it against the references: `evaluate_split`, for WMT 2014."""
+    import time
+
+    pair = translator.config.pair
+    src, ref = (list(read_lines(path)) for path in newstest_files(split, folder, pair))
+    kept = [(s, t) for s, t in zip(src, ref, strict=True) if normalize(s) and normalize(t)]
+    start = time.perf_counter()
+    hypotheses = translator.translate(
+        [s for s, _ in kept], beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
+        progress=progress,
+    )  # fmt: skip
+    seconds, references = time.perf_counter() - start, [t for _, t in kept]
+    return Evaluation(split, hypotheses, references, len(src) - len(kept), seconds,
+                      scores(hypotheses, references), pair)  # fmt: skip

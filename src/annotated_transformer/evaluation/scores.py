@@ -126,23 +126,20 @@ def write_results(
     decoding: dict[str, Any],
     device: str,
     data_dir: str | os.PathLike[str] | None = None,
+    reference: Path | None = None,
 ) -> Path:
     """Write `{split}-{tag}.en` (hypotheses; `.de` for an English→German run) and
-    `{split}-{tag}.json` (the record) to `folder`.
-
-    The record's `hypotheses` is the hypothesis file's path relative to the repository root
-    (see `repository_root`). Both files are written atomically."""
+    `{split}-{tag}.json` (the record; its `hypotheses`: that file's path from the repository
+    root) to `folder`, both atomically. `reference`: the references' file (default: Multi30k's)."""
     import sacrebleu
     import torch
 
     from annotated_transformer import __version__
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    Path(folder).mkdir(parents=True, exist_ok=True)
     target = evaluation.pair.partition("-")[2]
     hyp_path, json_path = results_paths(folder, evaluation.split, tag, target)
-    root = repository_root(folder)
-    reference = fetch(evaluation.split, target, data_dir)
+    path = reference or Path(fetch(evaluation.split, target, data_dir))
     n = len(evaluation.hypotheses)
     record = {
         "split": evaluation.split,
@@ -150,10 +147,10 @@ def write_results(
         "sentences": n,
         "skipped_pairs": evaluation.skipped,
         "command": command,
-        "hypotheses": hyp_path.resolve().relative_to(root).as_posix(),
+        "hypotheses": hyp_path.resolve().relative_to(repository_root(folder)).as_posix(),
         "references": {
-            "file": file_name(evaluation.split, target),
-            "sha256": hashlib.sha256(Path(reference).read_bytes()).hexdigest(),
+            "file": path.name if reference else file_name(evaluation.split, target),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         },
         **evaluation.scores,
         "checkpoint": checkpoint,

@@ -76,6 +76,11 @@ def check_train_config(config: "TrainConfig") -> None:
         )
     if config.epochs is None and config.max_steps is None:
         raise SettingError("settings epochs and max_steps: give one or both, a run needs an end")
+    if config.dataset != "multi30k" and config.tokenizer != "bpe":
+        raise SettingError(
+            f"settings dataset and tokenizer: a {config.dataset} run reads the shared BPE of its "
+            f'shards (§5.1); set tokenizer="bpe", got {config.tokenizer!r}'
+        )
     if config.max_tokens < config.model.max_len:
         raise SettingError(
             f"settings max_tokens and max_len: max_tokens={config.max_tokens} must be at least "

@@ -2,7 +2,8 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/engineering.ipynb, "Engineering a training run" › "The trainer".
-"""Train on Multi30k, either direction: one process or many, checkpoints that resume exactly.
+"""Train on Multi30k (or WMT 2014's shards), either direction: one process or many, checkpoints
+that resume exactly.
 
 `train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
@@ -104,7 +105,7 @@ class RunData:
 
     src_vocab: Vocab
     tgt_vocab: Vocab
-    train: EncodedSplit
+    train: EncodedSplit  # (WMT: the shard's pairs, `data.shards.PairsWithin`, read alike)
     val: EncodedSplit
     val_text: TokenizedSplit  # raw validation pairs, the references of the quick BLEU
     notes: list[str]  # what was left out, for the log
@@ -124,6 +125,7 @@ def prepare_data(
     data_dir: str | os.PathLike[str] | None = None,
     vocabs: tuple[Vocab, Vocab] | None = None,
     bpe: BPETokenizer | None = None,
+    say: Callable[[str], None] = print,
 ) -> RunData:
     """Read, tokenize and encode train and validation; build the vocabularies from train only.
 
@@ -131,7 +133,7 @@ def prepare_data(
     of train) reads both languages, and its vocabulary is the source's and the target's.
     """
     if config.dataset != "multi30k":
-        return prepare_wmt14(config, data_dir, vocabs, bpe)
+        return prepare_wmt14(config, data_dir, bpe, say)
     pairs = multi30k.read_split("train", data_dir, config.pair)  # (source, target) pairs
     if config.tokenizer == "bpe":
         if bpe is None:
@@ -161,22 +163,43 @@ def prepare_data(
 def prepare_wmt14(
     config: TrainConfig,
     data_dir: str | os.PathLike[str] | None,
-    vocabs: tuple[Vocab, Vocab] | None,
     bpe: BPETokenizer | None,
+    say: Callable[[str], None],
 ) -> RunData:
-    """The data of a `dataset="wmt14-en-de"` run: its shards and shared BPE, in the run's
-    direction. Not connected yet: `check_dataset` refuses such a run before it writes anything."""
-    check_dataset(config)
-    raise AssertionError("unreachable: check_dataset refuses every dataset but multi30k")
+    """The data of a `dataset="wmt14-en-de"` run, in its direction: the shared BPE and the
+    training shard, memory-mapped, that `prepare_shards` wrote once for this text and
+    vocabulary (a single process writes them if they are missing); newstest2013 validates."""
+    from annotated_transformer.data import shards, wmt14
+
+    text = Path(data_dir) if data_dir is not None else wmt14.data_dir()
+    folder = shards.prepare_shards(text, config.vocab_size, config.min_freq, say)
+    tokenizer, pairs = shards.open_prepared(folder, config.languages, bpe)
+    train = shards.PairsWithin(pairs, config.model.max_len)
+    dev = shards.zip_aligned(*(text / f"newstest2013.{lang}" for lang in config.languages))
+    val = tokenize_split("val", list(dev), tokenizer, tokenizer)
+    vocab = tokenizer.vocab
+    encoded, too_long = within_max_len(encode_split(val, vocab, vocab), config.model.max_len)
+    counts = ((train.left_out, "train"), (too_long, "newstest2013"))
+    notes = [f"{n} {name} pairs longer than max_len left out" for n, name in counts if n]
+    if val.skipped_empty:
+        notes.append(f"{val.skipped_empty} newstest2013 pairs with an empty side left out")
+    return RunData(vocab, vocab, train, encoded, val, notes, tokenizer, tokenizer)
 
 
-def check_dataset(config: TrainConfig) -> None:
-    """A ValueError for a run whose `dataset` this trainer cannot read yet."""
-    if config.dataset != "multi30k":
-        raise ValueError(
-            f"setting dataset={config.dataset!r}: training on WMT 2014 reads the shards that "
-            f"`annotated-transformer download --dataset {config.dataset}` prepares, which this "
-            f"version's trainer does not read yet; train on dataset='multi30k'"
+def check_dataset(config: TrainConfig, data_dir: str | os.PathLike[str] | None) -> None:
+    """Before any file is written: a WMT run needs the text `download` wrote and, under torchrun
+    with many processes, the folder `annotated-transformer prepare` writes (they only read)."""
+    if config.dataset == "multi30k":
+        return
+    from annotated_transformer.data import shards, wmt14
+
+    text = Path(data_dir) if data_dir is not None else wmt14.data_dir()
+    folder = shards.shard_folder(text, config.vocab_size, config.min_freq)
+    if not shards.check_prepared(folder, text) and torchrun_environment()[1] > 1:
+        raise FileNotFoundError(
+            f"{folder}: missing; a job of many processes reads the BPE and shards prepared "
+            f"once before it: `annotated-transformer prepare --data-dir {text} --vocab-size "
+            f"{config.vocab_size} --min-freq {config.min_freq}`"
         )
 
 
@@ -429,7 +452,7 @@ def set_up(
     and restore where a resumed run stood."""
     saved = _resume_from(run_dir, config, resume)
     vocabs = (saved.src_vocab, saved.tgt_vocab) if saved else None
-    data = prepare_data(config, data_dir, vocabs, saved.bpe if saved else None)
+    data = prepare_data(config, data_dir, vocabs, saved.bpe if saved else None, say)
     report_data(data, config, say)
     if procs.main and saved is None:
         write_run_files(run_dir, config, data, procs)
@@ -697,7 +720,7 @@ def train(
     run_dir = Path(run_dir)
     rank, _, _ = torchrun_environment()  # checked, as compile and the folder, before any write
     check_compile(config)
-    check_dataset(config)
+    check_dataset(config, data_dir)
     if rank == 0:  # (rank 0 checks and holds the folder for the job)
         check_run_folder(run_dir, resume)
     check_writable(run_dir)
