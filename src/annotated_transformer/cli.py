@@ -660,6 +660,8 @@ def _average_last(run_dir: Path) -> int:
     """How many checkpoints a run averages (its `average_last`: §6.1's 5, or 20 for big)."""
     from annotated_transformer.runs.saved_run import saved_config
 
+    if not any(run_dir.glob("checkpoint-*.pt")):  # not a run folder: last_checkpoints says why
+        return 5
     config = saved_config(run_dir)
     return 5 if config is None else config.average_last
 
