@@ -66,6 +66,9 @@ def trainer(tmp_path: Path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(SMALL_DATA, encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                 "MASTER_PORT", "TORCHELASTIC_RUN_ID", "ANNOTATED_TRANSFORMER_TINY"):  # fmt: skip
+        env.pop(name, None)  # a plain run of one process, whatever the tests before it set
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     started: list[subprocess.Popen] = []
 
