@@ -82,7 +82,7 @@ class WholePrefix:
         out = model.decode(state.memory, state.src_mask, prefix, mask)  # (rows, t, d_model)
         return model.generator(out[:, -1]), WholePrefix(state.memory, state.src_mask, prefix)
 
-    def select(self, rows: Tensor) -> WholePrefix:
+    def select(self, rows: Tensor, width: int = 1) -> WholePrefix:  # (memory per row)
         return WholePrefix(self.memory[rows], self.src_mask[rows], self.tokens[rows])
 
     follow = select
@@ -250,13 +250,21 @@ def _transformers(translator: Translator, folder: Path, threads: int) -> Engine:
     return translate
 
 
-ENGINES = (  # name, the package it needs (None: ours), how to make it
-    ("ours", None, _ours),
-    ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32")),
-    ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8")),
-    ("CTranslate2 float32 native", "ctranslate2", _ctranslate2_native("float32")),
-    ("CTranslate2 int8 native", "ctranslate2", _ctranslate2_native("int8")),
-    ("transformers", "transformers", _transformers),
+OURS = "GNMT length penalty, alpha 0.6; length limit source + 50"
+THEIRS = "its own length penalty, log P / length^0.6; its length limit"
+# name, the package it needs (None: ours), how to make it, how it ranks and stops
+ENGINES = (
+    ("ours", None, _ours, OURS),
+    ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32"), OURS),
+    ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8"), OURS),
+    ("CTranslate2 float32 native", "ctranslate2", _ctranslate2_native("float32"), THEIRS),
+    ("CTranslate2 int8 native", "ctranslate2", _ctranslate2_native("int8"), THEIRS),
+    (
+        "transformers",
+        "transformers",
+        _transformers,
+        "generate's length penalty (generation_config), log P / length^0.6; max_length",
+    ),
 )
 
 
@@ -268,15 +276,15 @@ def _time_engines(
     row reports its median."""
     german, english = [de for de, _ in pairs], [en for _, en in pairs]
     engines = []
-    for name, package, make in ENGINES:
+    for name, package, make, ranking in ENGINES:
         if package and not importlib.util.find_spec(package):
             print(f"{name}: left out ({package} is not installed: the [serve] extra)")
         else:
-            engines.append((name, make))
-    note = f"text in, text out, {threads} threads, alpha 0.6, median of {rounds}"
+            engines.append((name, make, ranking))
     with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch:
         for _ in range(rounds):
-            for name, make in engines:
+            for name, make, ranking in engines:
+                note = f"text in, text out, {threads} threads, {ranking}, median of {rounds}"
                 engine = make(translator, Path(scratch), threads)
                 engine(german[:20], 4)  # warm up
                 for beam, how in ((1, "greedy"), (4, "beam 4")):

@@ -19,6 +19,7 @@ from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.decoding import simple as decoding
 from annotated_transformer.decoding.cache import decode_step, start_cache
 from annotated_transformer.decoding.search import (
+    _row_top,
     beam_search,
     greedy_decode,
     length_penalty,
@@ -202,6 +203,50 @@ def test_follow_reorders_hypotheses_within_each_sentence():
         model, src[beams], src_mask[beams], torch.cat([history, new[:, None]], 1)
     )
     assert not torch.allclose(followed, unreordered, atol=1e-3)
+
+
+def test_rows_that_share_a_source_side_decode_as_rows_with_copies_of_it():
+    """`select(rows, width=k)` keeps one source side per sentence for its k rows (beam search's
+    layout); the steps give what k copies of it give, through reorders and a dropped sentence."""
+    model = untrained(seed=4)
+    src, src_mask = sources(3, seed=14)
+    k, g = 2, torch.Generator().manual_seed(6)
+    beams = torch.arange(3).repeat_interleave(k)  # (6,): two rows per sentence
+    tokens = torch.randint(2, V, (6, 6), generator=g)
+    moves = {2: ("follow", torch.tensor([1, 1, 2, 3, 5, 4])),
+             3: ("select", torch.tensor([0, 1, 4, 5])),  # sentence 1 ends
+             4: ("follow", torch.tensor([1, 0, 3, 3]))}  # fmt: skip
+    with torch.no_grad():
+        start = start_cache(model, model.encode(src, src_mask), src_mask)
+        shared, copies = start.select(beams, width=k), start.select(beams)
+        assert shared.src_keys[0].size(0) == 3 and copies.src_keys[0].size(0) == 6
+        assert shared.rows == copies.rows == 6
+        for t in range(tokens.size(1)):
+            if t in moves:
+                how, rows = moves[t]
+                if how == "follow":
+                    shared, copies = shared.follow(rows), copies.follow(rows)
+                else:
+                    shared, copies = shared.select(rows, width=k), copies.select(rows)
+            step = tokens[: copies.rows, t]
+            a, shared = decode_step(model, step, shared)
+            b, copies = decode_step(model, step, copies)
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert shared.src_keys[0].size(0) == 2 and shared.rows == copies.rows == 4
+    with pytest.raises(ValueError, match="3 rows do not make groups of width 2"):
+        start.select(torch.arange(3), width=2)
+
+
+@pytest.mark.parametrize("vocab", [11, 64, 8000, 8191, 37000])
+def test_row_top_finds_what_topk_finds(vocab):
+    """Beam search ranks each row's 2k best tokens with `_row_top`, a `topk` that looks at
+    blocks of the vocabulary first (or is `topk` itself, where no block size fits)."""
+    x = torch.randn(40, vocab, generator=torch.Generator().manual_seed(vocab)).log_softmax(-1)
+    for n in (1, 8):
+        values, columns = _row_top(x, n)
+        expected = x.topk(n, dim=1)
+        assert torch.equal(values, expected.values) and torch.equal(columns, expected.indices)
+    assert _row_top(x[:0], 8)[0].shape == (0, 8)
 
 
 # --- cached greedy decoding --------------------------------------------------------------------

@@ -18,7 +18,7 @@ Shapes: B rows (sentences, or sentences × beams), S source positions, t positio
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -33,9 +33,13 @@ class DecoderCache:
 
     self_keys, self_values: the self-attention keys (B, h, t, d_k) and values (B, h, t, d_v) of
         the t positions decoded so far; each step appends one position.
-    src_keys, src_values: the encoder–decoder attention keys (B, h, S, d_k) and values
-        (B, h, S, d_v) of the memory, computed once.
-    src_mask: (B, 1, 1, S), True at real source tokens.
+    src_keys, src_values: the encoder–decoder attention keys (B/w, h, S, d_k) and values
+        (B/w, h, S, d_v) of the memory, computed once, one per sentence: its w = `width`
+        consecutive rows (beam search's k beams) share them.
+    src_mask: (B/w, 1, 1, S), True at real source tokens.
+    parents: (B,), or None: a reordering of the self-attention side that `follow` has noted
+        and the next step applies as it appends: row i's past is row parents[i] of self_keys
+        and self_values.
     """
 
     self_keys: tuple[Tensor, ...]
@@ -43,28 +47,40 @@ class DecoderCache:
     src_keys: tuple[Tensor, ...]
     src_values: tuple[Tensor, ...]
     src_mask: Tensor
+    parents: Tensor | None = None
+    width: int = 1
 
     @property
     def length(self) -> int:
         """t, the number of positions decoded so far."""
         return self.self_keys[0].size(2)
 
-    def select(self, rows: Tensor) -> "DecoderCache":
-        """The cache of some rows, in a new order: rows (B',) indexes the B rows.
+    @property
+    def rows(self) -> int:
+        """B, the rows that the next step feeds."""
+        return self.src_mask.size(0) * self.width
+
+    def select(self, rows: Tensor, width: int = 1) -> "DecoderCache":
+        """The cache of some rows, in a new order: rows (B',) indexes the B rows, and each `width`
+        consecutive new rows are one sentence's, which share its source side.
 
         The searches use it to drop sentences that have ended, and beam search to give each
-        sentence k rows.
+        sentence k rows. The source side is gathered now, a copy per sentence. The self-attention
+        side, which grows every step, only notes its rows (`parents`): the next step gathers them
+        as it appends its position, so a step copies it once however its rows moved.
         """
-
-        def pick(tensors: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-            return tuple(x.index_select(0, rows) for x in tensors)  # each (B', h, ..., d)
-
+        if rows.numel() % width:
+            raise ValueError(f"{rows.numel()} rows do not make groups of width {width}")
+        past = rows if self.parents is None else self.parents[rows]  # (B',): rows of self_keys
+        sentences = (rows // self.width)[::width]  # (B'/width,): the source side of each group
         return DecoderCache(
-            pick(self.self_keys),
-            pick(self.self_values),
-            pick(self.src_keys),
-            pick(self.src_values),
-            self.src_mask.index_select(0, rows),  # (B', 1, 1, S)
+            self.self_keys,
+            self.self_values,
+            tuple(x.index_select(0, sentences) for x in self.src_keys),  # each (B'/w, h, S, d_k)
+            tuple(x.index_select(0, sentences) for x in self.src_values),  # each (B'/w, h, S, d_v)
+            self.src_mask.index_select(0, sentences),  # (B'/width, 1, 1, S)
+            parents=past,
+            width=width,
         )
 
     def follow(self, parents: Tensor) -> "DecoderCache":
@@ -72,13 +88,7 @@ class DecoderCache:
 
         Only the self-attention side changes: the rows of one sentence share its source side.
         """
-        return DecoderCache(
-            tuple(x.index_select(0, parents) for x in self.self_keys),  # (B, h, t, d_k)
-            tuple(x.index_select(0, parents) for x in self.self_values),  # (B, h, t, d_v)
-            self.src_keys,
-            self.src_values,
-            self.src_mask,
-        )
+        return replace(self, parents=parents if self.parents is None else self.parents[parents])
 
 
 def split_heads(x: Tensor, h: int) -> Tensor:
@@ -125,8 +135,9 @@ def start_cache(model: nn.Module, memory: Tensor, src_mask: Tensor) -> DecoderCa
     src_keys, src_values, self_keys, self_values = [], [], [], []
     for layer in layers:
         attn = layer.src_attn
-        src_keys.append(split_heads(attn.w_k(memory), attn.h))  # (B, h, S, d_k)
-        src_values.append(split_heads(attn.w_v(memory), attn.h))  # (B, h, S, d_v)
+        # (B, h, S, d_k) and (B, h, S, d_v), laid out once as every step reads them
+        src_keys.append(split_heads(attn.w_k(memory), attn.h).contiguous())
+        src_values.append(split_heads(attn.w_v(memory), attn.h).contiguous())
         own = layer.self_attn
         self_keys.append(memory.new_zeros(B, own.h, 0, own.d_k))  # (B, h, 0, d_k): nothing yet
         self_values.append(memory.new_zeros(B, own.h, 0, own.d_v))  # (B, h, 0, d_v)
@@ -139,35 +150,44 @@ def start_cache(model: nn.Module, memory: Tensor, src_mask: Tensor) -> DecoderCa
     )
 
 
+def _append(past: Tensor, new: Tensor, parents: Tensor | None) -> Tensor:
+    """past (B₀, h, t, d) with new (B, h, 1, d) appended: (B, h, t+1, d); row i continues row
+    parents[i] of past (or row i, for None), gathered straight into its place."""
+    if parents is None:
+        return torch.cat([past, new], dim=2)  # (B, h, t+1, d)
+    B, h, t, d = new.size(0), past.size(1), past.size(2), past.size(3)
+    out = past.new_empty(B, h, t + 1, d)
+    torch.index_select(past, 0, parents, out=out[:, :, :t])  # (B, h, t, d)
+    out[:, :, t:] = new
+    return out
+
+
 def _layer_step(
-    layer: DecoderLayer,
-    x: Tensor,
-    keys: Tensor,
-    values: Tensor,
-    src_keys: Tensor,
-    src_values: Tensor,
-    src_mask: Tensor,
+    layer: DecoderLayer, x: Tensor, cache: DecoderCache, i: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One decoder layer at one new position: x (B, 1, d_model) -> (B, 1, d_model).
+    """Decoder layer i at one new position: x (B, 1, d_model) -> (B, 1, d_model).
 
     Returns the output and the self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v)
-    with the new position appended.
+    with the new position appended (after the rows `cache.parents` reorders, if any).
     """
-    own, src = layer.self_attn, layer.src_attn
+    own, src, B, w = layer.self_attn, layer.src_attn, x.size(0), cache.width
     new: dict[str, Tensor] = {}
 
     def self_attention(x: Tensor) -> Tensor:  # x: (B, 1, d_model)
         q = split_heads(own.w_q(x), own.h)  # (B, h, 1, d_k)
-        new["keys"] = torch.cat([keys, split_heads(own.w_k(x), own.h)], dim=2)  # (B, h, t+1, d_k)
-        new["values"] = torch.cat([values, split_heads(own.w_v(x), own.h)], dim=2)
+        k, v = split_heads(own.w_k(x), own.h), split_heads(own.w_v(x), own.h)  # (B, h, 1, d)
+        new["keys"] = _append(cache.self_keys[i], k, cache.parents)  # (B, h, t+1, d_k)
+        new["values"] = _append(cache.self_values[i], v, cache.parents)  # (B, h, t+1, d_v)
         # No mask: the t+1 cached positions are exactly the ones position t may see.
         out, _ = attention(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
         return own.w_o(merge_heads(out))  # (B, 1, d_model)
 
     def source_attention(x: Tensor) -> Tensor:  # x: (B, 1, d_model)
-        q = split_heads(src.w_q(x), src.h)  # (B, h, 1, d_k)
-        out, _ = attention(q, src_keys, src_values, src_mask, src.dropout)  # (B, h, 1, d_v)
-        return src.w_o(merge_heads(out))  # (B, 1, d_model)
+        # (B/w, h, w, d_k): the w rows of a sentence query its source side together
+        q = src.w_q(x).view(B // w, w, src.h, src.d_k).transpose(1, 2)
+        keys, values = cache.src_keys[i], cache.src_values[i]  # (B/w, h, S, d_k), (B/w, h, S, d_v)
+        out, _ = attention(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
+        return src.w_o(out.transpose(1, 2).reshape(B, 1, src.h * src.d_v))  # (B, 1, d_model)
 
     x = layer.sublayer[0](x, self_attention)
     x = layer.sublayer[1](x, source_attention)
@@ -189,23 +209,20 @@ def decode_step(
         log-probabilities (B, V) for position t+1, and the cache with position t added.
     """
     embed, position, layers = _decoder_parts(model)
-    if tokens.shape != (cache.src_mask.size(0),):
+    if tokens.shape != (cache.rows,):
         raise ValueError(
-            f"tokens must be (B,) = ({cache.src_mask.size(0)},), one per cached row, "
-            f"got {tuple(tokens.shape)}"
+            f"tokens must be (B,) = ({cache.rows},), one per cached row, got {tuple(tokens.shape)}"
         )
     x = position(embed(tokens.unsqueeze(1)), offset=cache.length)  # (B, 1, d_model)
     keys, values = [], []
     for i, layer in enumerate(layers):
-        x, k, v = _layer_step(
-            layer, x, cache.self_keys[i], cache.self_values[i],
-            cache.src_keys[i], cache.src_values[i], cache.src_mask,
-        )  # fmt: skip
+        x, k, v = _layer_step(layer, x, cache, i)  # (B, 1, d_model), (B, h, t+1, d) each
         keys.append(k)
         values.append(v)
     if model.decoder.norm is not None:  # pre-norm stacks end in a LayerNorm
         x = model.decoder.norm(x)
     log_probs = model.generator(x[:, 0])  # (B, V)
     return log_probs, DecoderCache(
-        tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask
-    )
+        tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask,
+        width=cache.width,
+    )  # fmt: skip

@@ -235,12 +235,36 @@ def _top_candidates(beams: _Beams, log_probs: Tensor) -> tuple[Tensor, Tensor, T
     """
     k, width, b, V = beams.k, beams.width, beams.active.numel(), log_probs.size(-1)
     first = torch.arange(b, device=beams.active.device) * width  # (b,): first beam rows
-    total = beams.scores.unsqueeze(-1) + log_probs[: b * width].view(b, width, V)  # (b, width, V)
-    top, index = total.view(b, width * V).topk(min(2 * k, width * V), dim=1)  # best first
+    n = min(2 * k, V)  # a sentence's 2k best extensions are among each beam's 2k best
+    row_top, row_index = _row_top(log_probs[: b * width], n)  # (b·width, n)
+    total = beams.scores.unsqueeze(-1) + row_top.view(b, width, n)  # (b, width, n)
+    top, pick = total.view(b, width * n).topk(min(2 * k, width * n), dim=1)  # best first
+    index = pick // n * V + row_index.view(b, width * n).gather(1, pick)  # as in (b, width·V)
     if top.size(1) < k:  # a tiny vocabulary at the first step: pad with dead candidates
         top = nn.functional.pad(top, (0, k - top.size(1)), value=float("-inf"))
         index = nn.functional.pad(index, (0, k - index.size(1)), value=0)
     return top, first.unsqueeze(1) + index // V, index % V  # (b, ≥k) each
+
+
+def _row_top(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """`x.topk(n, dim=1)` for x (rows, V): each row's n largest values and their columns,
+    (rows, n) each, best first, without a selection over all V columns.
+
+    The n largest values of a row lie in the n blocks (of 32 to 64 columns) with the largest
+    maxima: a maximum per block, a top-n of the blocks and a top-n of their values find them.
+    Equal values may come in another order than `topk`'s, which leaves their order open too.
+    """
+    rows, V = x.shape
+    size = next((s for s in range(64, 31, -1) if V % s == 0), 0)  # columns per block
+    whole = V // size if size else 0  # blocks per row
+    if whole <= n or rows == 0:  # no block size divides V, or too few blocks to gain
+        return x.topk(n, dim=1)
+    blocks = x.contiguous().view(rows * whole, size)  # (rows·whole, size)
+    _, best = blocks.amax(dim=1).view(rows, whole).topk(n, dim=1)  # (rows, n): per row
+    first = torch.arange(rows, device=x.device).unsqueeze(1) * whole  # (rows, 1)
+    values = blocks.index_select(0, (best + first).flatten()).view(rows, n * size)
+    top, at = values.topk(n, dim=1)  # (rows, n): places among the n·size values
+    return top, best.gather(1, at // size) * size + at % size  # (rows, n) each
 
 
 def _finish_ended(beams: _Beams, top: Tensor, parent: Tensor, token: Tensor, t: int) -> None:
@@ -316,7 +340,10 @@ def _reorder(
     new_tokens = torch.cat([tokens.flatten(), choice[new_own]])  # (b·k + g',)
     beams.history = torch.cat([beams.history[rows], new_tokens[:, None]], 1)  # (b·k + g', t+1)
     same_layout = beams.width == k and torch.equal(new_own, beams.own)  # rows keep sentences
-    beams.cache = beams.cache.follow(rows) if same_layout else beams.cache.select(rows)
+    if same_layout:
+        beams.cache = beams.cache.follow(rows)
+    else:  # k rows share a sentence's source side unless a lane has a row of its own
+        beams.cache = beams.cache.select(rows, k if new_own.numel() == 0 else 1)
     beams.scores, beams.width, beams.own = scores, k, new_own
 
 
@@ -349,7 +376,8 @@ def _drop_done(beams: _Beams, done: Tensor) -> None:
     beam_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=done.device)).flatten()
     own_rows = b * k + (~done[beams.own]).nonzero().flatten()
     rows = torch.cat([beam_rows, own_rows])  # (b'·k + g',)
-    beams.history, beams.cache = beams.history[rows], beams.cache.select(rows)
+    width = k if own_rows.numel() == 0 else 1  # (as in `_reorder`)
+    beams.history, beams.cache = beams.history[rows], beams.cache.select(rows, width)
     position = torch.cumsum(~done, 0) - 1  # the new position of each kept sentence
     beams.active, beams.scores = beams.active[keep], beams.scores[keep]
     beams.found, beams.lane_at = beams.found[keep], beams.lane_at[keep]
