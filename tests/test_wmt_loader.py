@@ -115,3 +115,32 @@ def test_a_signal_to_the_process_group_stops_the_workers_run_and_it_resumes(
     assert done.returncode == 0, done.stderr
     assert f"resume: run/checkpoint-{step:08d}.pt (step {step}," in done.stderr
     assert f"done: step {step + 2}" in done.stderr
+
+
+def test_each_process_gets_its_own_share_of_what_is_left_of_the_epoch(text: Path) -> None:
+    """`epoch_batches` under torchrun: rank r's micro-batches are its sampler's, from the step a
+    resumed epoch stands at, made in the workers exactly as the trainer would make them."""
+    from types import SimpleNamespace
+
+    from annotated_transformer.data import shards
+    from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+    from annotated_transformer.training.run import epoch_batches
+
+    folder = shards.prepare_shards(text, 300, 2, say=lambda message: None)
+    _, pairs = shards.open_prepared(folder, ("en", "de"))
+    split = shards.PairsWithin(pairs, 64)
+    config = preset("wmt14-base", **SIZES, loader_workers=2)
+    shares = []
+    for rank in (0, 1):
+        sampler = TokenBudgetBatchSampler(split.src_lengths, split.tgt_lengths, 400, seed=0,
+                                          num_replicas=2, rank=rank)  # fmt: skip
+        run = SimpleNamespace(sampler=sampler, epoch=1, epoch_step=3, config=config,
+                              data=SimpleNamespace(train=split))  # fmt: skip
+        made = list(epoch_batches(run))
+        sampler.set_epoch(1)
+        expected = [split.batch(indices) for indices in list(sampler)[3 * 2 :]]
+        assert len(made) == len(expected) > 0
+        assert all(torch.equal(m.src, e.src) and torch.equal(m.tgt_out, e.tgt_out)
+                   for m, e in zip(made, expected, strict=True))  # fmt: skip
+        shares.append({i for indices in list(sampler) for i in indices})
+    assert not shares[0] & shares[1]  # two processes, two different slices of the epoch
