@@ -294,6 +294,21 @@ def miniature_text(name: str = "wmt") -> Callable[[Path], None]:
     return setup
 
 
+# Issue 35, loader workers and resume: what its cases need
+def wmt_run_whose_data_moved(folder: Path) -> None:
+    """`wmtrun`: a WMT run stopped before its first checkpoint, whose run.json names its data
+    folder, `wmt`, which is not there (moved away)."""
+    from annotated_transformer import __version__
+    from annotated_transformer.runs.presets import preset
+
+    run = folder / "wmtrun"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(preset("wmt14-base").to_dict()), encoding="utf-8")
+    about = {"command": ["annotated-transformer", "train"], "annotated_transformer": __version__,
+             "data_dir": str(folder / "wmt")}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(about), encoding="utf-8")
+
+
 WMT = ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror", "--test-sources",
        "mirror/SOURCES.json", "--data-dir", "wmt")  # fmt: skip
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
@@ -750,6 +765,14 @@ CASES = [
     Case("evaluate-a-split-of-another-corpus", VALUE, ("evaluate", "--split", "newstest2014"), 2,
          "--split newstest2014: not a split of multi30k, the corpus this model was trained on",
          "exit 2, lists the model's splits"),
+    # Issue 35, loader workers and resume
+    Case("train-workers-negative", SETTING, (*T, "new", "--workers", "-1"), 2,
+         "setting loader_workers: expected an integer >= 0 up to 256, got -1",
+         "exit 2, names the setting and what it accepts; no folder made"),
+    Case("wmt14-resume-data-moved", MISSING, ("train", "--resume", "--out", "wmtrun"), 1,
+         "wmtrun/run.json: the run's data was read from", "exit 1, names the folder and says to "
+         "pass --data-dir; nothing read or written", setup=wmt_run_whose_data_moved,
+         note="wmtrun: a WMT run whose data folder, wmt, was moved away"),
 ]  # fmt: skip
 
 

@@ -338,7 +338,8 @@ def _set_changes(args: argparse.Namespace) -> dict:
     """The settings that the options of `train` and its `--set NAME=VALUE`s change."""
     changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
                                  ("accumulate", args.accumulate), ("dropout", args.dropout),
-                                 ("max_tokens", args.max_tokens), ("seed", args.seed))
+                                 ("max_tokens", args.max_tokens), ("seed", args.seed),
+                                 ("loader_workers", args.workers))
                if v is not None}  # fmt: skip
     if args.max_steps is not None and args.epochs is None:
         changes["epochs"] = None  # --max-steps alone: stop by steps only
@@ -922,6 +923,11 @@ def _add_train(commands: Commands) -> None:
         "share_embeddings=false to untie). Default: the preset's",
     )  # fmt: skip
     train.add_argument("--seed", type=int)
+    train.add_argument(
+        "--workers", type=int, help="DataLoader worker processes that read and pad the next "
+        "batches while a step trains (setting loader_workers; 0: the trainer itself). Default: "
+        "the preset's (WMT 2014: 2; others: 0)",
+    )  # fmt: skip
     train.add_argument(
         "--set", action="append", metavar="NAME=VALUE", help="change any other setting of the "
         "preset, a JSON value: --set warmup=2000 --set clip_norm=1.0",

@@ -48,7 +48,7 @@ TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MO
     "bf16": Setting(bool), "fast": Setting(bool), "compile": Setting(bool),
     "log_every": COUNT, "eval_every": COUNT, "bleu_sentences": COUNT, "save_every": COUNT,
     "save_minutes": Setting(float, above=0),
-    "keep": COUNT, "average_last": COUNT,
+    "keep": COUNT, "average_last": COUNT, "loader_workers": Setting(int, low=0, high=256),
 }  # fmt: skip
 DEFAULT_MODEL = ModelConfig(max_len=256)  # the paper's base; max_len: the longest sentence
 MODEL_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig))
@@ -122,11 +122,12 @@ class TrainConfig:
     save_minutes: float = 30.0  # ... or minutes, whichever comes first
     keep: int = 5  # checkpoints kept (the newest; more feed checkpoint averaging)
     average_last: int = 5  # the checkpoints `average RUN_FOLDER` averages (§6.1: 5 base, 20 big)
+    loader_workers: int = 0  # processes that make the batches ahead of the steps (0: this one)
 
     # Settings that may change when a run is resumed: they decide when to stop and what to record.
     BOOKKEEPING = (
         "epochs", "max_steps", "bf16", "fast", "compile", "log_every", "eval_every",
-        "bleu_sentences", "save_every", "save_minutes", "keep", "average_last",
+        "bleu_sentences", "save_every", "save_minutes", "keep", "average_last", "loader_workers",
     )  # fmt: skip
 
     @property
@@ -227,18 +228,19 @@ PRESETS = {
     # The paper's experiment (§5, §6.1): WMT 2014 English→German, one 37,000-piece BPE, Table 3's
     # models and steps; 8 × 3,125 tokens per side and step (accumulate × max_tokens × processes:
     # on G GPUs, accumulate 8/G); a checkpoint every 12 h / 72 = 1,389 steps (big: 84 h / 504 =
-    # 595), the paper's ten minutes; bf16 on GPUs, a departure (the paper's P100s had none).
+    # 595), the paper's ten minutes; bf16 on GPUs, a departure (the paper's P100s had none);
+    # two DataLoader workers read the shards and pad the batches while the GPU trains.
     "wmt14-base": TrainConfig(
         ModelConfig.base(max_len=256, share_embeddings=True), dataset="wmt14-en-de", pair="en-de",
         tokenizer="bpe", vocab_size=37_000, max_tokens=3125, accumulate=8, warmup=4000,
         epochs=None, max_steps=100_000, bf16=True, log_every=100, eval_every=5000,
-        save_every=1389, save_minutes=24 * 60.0, keep=5, average_last=5,
+        save_every=1389, save_minutes=24 * 60.0, keep=5, average_last=5, loader_workers=2,
     ),
     "wmt14-big": TrainConfig(
         ModelConfig.big(max_len=256, share_embeddings=True), dataset="wmt14-en-de", pair="en-de",
         tokenizer="bpe", vocab_size=37_000, max_tokens=3125, accumulate=8, warmup=4000,
         epochs=None, max_steps=300_000, bf16=True, log_every=100, eval_every=5000,
-        save_every=595, save_minutes=24 * 60.0, keep=20, average_last=20,
+        save_every=595, save_minutes=24 * 60.0, keep=20, average_last=20, loader_workers=2,
     ),
 }  # fmt: skip
 

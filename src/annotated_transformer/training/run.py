@@ -12,9 +12,9 @@ stands: `set_up`, then `run_epoch` until the last step (each step logs, validate
 due), then `finish`.
 
 A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json` (and `bpe.json` when the
-run reads BPE pieces), `run.json` (the command, versions and device), `metrics.jsonl` (one JSON
-object per line), `checkpoint-STEP.pt` files and `train.lock`, which the job training there
-holds.
+run reads BPE pieces), `run.json` (the command, versions and device; a WMT run's data folder),
+`metrics.jsonl` (one JSON object per line), `checkpoint-STEP.pt` files and `train.lock`, which the
+job training there holds.
 """
 
 import json
@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from annotated_transformer import __version__
 from annotated_transformer.data import multi30k
+from annotated_transformer.data.batch import Batch
 from annotated_transformer.data.bpe import FORMAT as BPE_FORMAT
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.corpus import (
@@ -201,6 +202,48 @@ def check_dataset(config: TrainConfig, data_dir: str | os.PathLike[str] | None) 
             f"once before it: `annotated-transformer prepare --data-dir {text} --vocab-size "
             f"{config.vocab_size} --min-freq {config.min_freq}`"
         )
+
+
+def data_source(
+    config: TrainConfig, run_dir: Path, data_dir: str | os.PathLike[str] | None, resume: bool
+) -> str | os.PathLike[str] | None:
+    """The folder a run reads: `data_dir` if given; for a resumed WMT run, the one its run.json
+    remembers, refusing one that is gone; else None (the default folder)."""
+    if config.dataset == "multi30k" or data_dir is not None or not resume:
+        return data_dir
+    remembered = read_run_json(run_dir).get("data_dir")
+    if not isinstance(remembered, str):  # (a run of an earlier version: the default folder)
+        return None
+    if not Path(remembered).is_dir():
+        raise FileNotFoundError(
+            f"{run_dir / 'run.json'}: the run's data was read from {remembered}, which is not "
+            f"there any more (moved or deleted?): pass --data-dir with the folder where it is now"
+        )
+    return Path(remembered)
+
+
+def remember_data_dir(
+    run_dir: Path, config: TrainConfig, data_dir: str | os.PathLike[str] | None
+) -> None:
+    """Record in run.json the folder that a WMT run reads (as an absolute path)."""
+    if config.dataset == "multi30k":
+        return
+    from annotated_transformer.data import wmt14
+
+    folder = str(Path(data_dir if data_dir is not None else wmt14.data_dir()).resolve())
+    about = read_run_json(run_dir)
+    if about and about.get("data_dir") != folder:  # (no run.json: a run of an earlier version)
+        with atomic_write(run_dir / "run.json", "w") as file:
+            json.dump(about | {"data_dir": folder}, file, indent=2)
+
+
+def read_run_json(run_dir: Path) -> dict:
+    """What run.json holds, or {} if it is missing or not an object."""
+    try:
+        about = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return about if isinstance(about, dict) else {}
 
 
 HANGUP = getattr(signal, "SIGHUP", None)  # (Windows has none)
@@ -456,6 +499,8 @@ def set_up(
     report_data(data, config, say)
     if procs.main and saved is None:
         write_run_files(run_dir, config, data, procs)
+    if procs.main:  # where a WMT run's data is, for the next --resume
+        remember_data_dir(run_dir, config, data_dir)
     model, optimizer, scheduler, criterion = build(config, data, procs.device)
     sampler = TokenBudgetBatchSampler(
         data.train.src_lengths, data.train.tgt_lengths, config.max_tokens,
@@ -597,9 +642,7 @@ def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
     """Train on what is left of the current epoch, or up to the last step. After every step all
     processes agree whether to save (a step or a time that is due, or a signal) and whether to
     stop. Returns the signal that stopped the run, or None."""
-    run.sampler.set_epoch(run.epoch)
-    groups = list(groups_of(list(run.sampler), run.config.accumulate))  # this process's share
-    for group in groups[run.epoch_step :]:
+    for group in groups_of(epoch_batches(run), run.config.accumulate):  # this process's share
         take_step(run, group, bar)
         minutes_due = time.monotonic() - run.last_save >= 60 * run.config.save_minutes
         stop, save_due = any_process([bool(stops.caught), minutes_due], run.procs)
@@ -613,10 +656,9 @@ def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
     return None
 
 
-def take_step(run: Run, group: list[list[int]], bar: tqdm) -> None:
+def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
     """One optimizer step on a group of micro-batches, then a metrics line and a validation
     if they are due."""
-    batches = [run.data.train.batch(indices) for indices in group]
     result = train_step(
         run.net, batches, run.criterion, run.optimizer, run.scheduler,
         clip_norm=run.config.clip_norm, state=run.state, autocast=run.autocast,
@@ -645,6 +687,40 @@ def log_window(run: Run, lr: float, bar: tqdm) -> None:
     )  # fmt: skip
     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
     run.window = []
+
+
+class Batches(torch.utils.data.Dataset):
+    """Micro-batches of a split by their lists of indices: `batches[k]` is the k-th, padded where
+    it is made (in a DataLoader worker, when there are workers)."""
+
+    def __init__(self, split: EncodedSplit, indices: list[list[int]]) -> None:
+        self.split, self.indices = split, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: int) -> Batch:
+        return self.split.batch(self.indices[k])
+
+
+def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
+    """This process's micro-batches of what is left of the epoch, in the sampler's order, made by
+    `loader_workers` worker processes (0: by this process, when a step asks for them)."""
+    run.sampler.set_epoch(run.epoch)
+    left = list(run.sampler)[run.epoch_step * run.config.accumulate :]  # (a resumed epoch)
+    workers = run.config.loader_workers
+    return torch.utils.data.DataLoader(
+        Batches(run.data.train, left), batch_size=None, num_workers=workers,
+        worker_init_fn=ignore_stop_signals if workers else None,
+        generator=torch.Generator(),  # its seed for the workers: not drawn from the training's
+    )  # fmt: skip
+
+
+def ignore_stop_signals(worker: int) -> None:
+    """In a worker: leave Ctrl-C, SIGTERM and SIGHUP to the trainer, which saves, then ends the
+    workers (a signal to the whole process group would otherwise kill them mid-step)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, *([HANGUP] if HANGUP is not None else [])):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Validating and saving".
@@ -720,6 +796,7 @@ def train(
     run_dir = Path(run_dir)
     rank, _, _ = torchrun_environment()  # checked, as compile and the folder, before any write
     check_compile(config)
+    data_dir = data_source(config, run_dir, data_dir, resume)  # (a resumed WMT run's own)
     check_dataset(config, data_dir)
     if rank == 0:  # (rank 0 checks and holds the folder for the job)
         check_run_folder(run_dir, resume)
