@@ -21,6 +21,7 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.shards import ShardedPairs, learn_bpe, shard_loader, write_shard
 from annotated_transformer.data.vocab import PAD_ID, normalize
 from annotated_transformer.evaluation.newstest import bpe_translate, score_newstest
+from annotated_transformer.evaluation.scores import rescore
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.training.averaging import average_state_dicts
 from annotated_transformer.training.label_smoothing import LabelSmoothing
@@ -233,6 +234,8 @@ def test_the_paper_pipeline_runs_through_the_command_line(text: Path) -> None:
         assert record["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
         hypotheses = (work / "res" / f"{split}-avg3-beam2.de").read_text().splitlines()
         assert len(hypotheses) == count
+        again = rescore(work / "res" / f"{split}-avg3-beam2.json", text)  # the record holds
+        assert again["sacrebleu"]["score"] == record["sacrebleu"]["score"]
     done = cli("evaluate", "--checkpoint", "run/average.pt", "--split", "test2016", cwd=work)
     assert done.returncode == 2 and "not a split of wmt14-en-de" in done.stderr
 

@@ -197,11 +197,20 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
 def rescore(
     path: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Score a results record's hypothesis file again, against the split's reference file."""
+    """Score a results record's hypothesis file again, against the split's reference file
+    (Multi30k's, or a WMT 2014 newstest set's in `data_dir`, by default where `download` put it)."""
     record = load_results(path)
     hyp_path = repository_root(Path(path).parent) / record["hypotheses"]
     hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
-    pairs = read_split(record["split"], data_dir, record.get("pair", "de-en"))
+    split, pair = record["split"], record.get("pair", "de-en")
+    if split.startswith("newstest"):  # a WMT 2014 record (`evaluation.newstest`)
+        from annotated_transformer.data import shards, wmt14
+        from annotated_transformer.evaluation.newstest import newstest_files
+
+        files = newstest_files(split, data_dir if data_dir is not None else wmt14.data_dir(), pair)
+        pairs = list(zip(*(shards.read_lines(file) for file in files), strict=True))
+    else:
+        pairs = read_split(split, data_dir, pair)
     pairs = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     return scores(hypotheses, [t for _, t in pairs])
 
