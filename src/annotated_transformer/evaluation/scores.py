@@ -203,12 +203,13 @@ def rescore(
     hyp_path = repository_root(Path(path).parent) / record["hypotheses"]
     hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
     split, pair = record["split"], record.get("pair", "de-en")
-    if split.startswith("newstest"):  # a WMT 2014 record (`evaluation.newstest`)
+    if split.startswith("newstest"):  # a WMT 2014 record: its reference file, in data_dir
         from annotated_transformer.data import shards, wmt14
-        from annotated_transformer.evaluation.newstest import newstest_files
 
-        files = newstest_files(split, data_dir if data_dir is not None else wmt14.data_dir(), pair)
-        pairs = list(zip(*(shards.read_lines(file) for file in files), strict=True))
+        folder = Path(data_dir if data_dir is not None else wmt14.data_dir())
+        reference = folder / record["references"]["file"]  # e.g. newstest2014-filtered.de
+        source = reference.with_suffix("." + pair.partition("-")[0])  # (its other side)
+        pairs = list(zip(shards.read_lines(source), shards.read_lines(reference), strict=True))
     else:
         pairs = read_split(split, data_dir, pair)
     pairs = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
