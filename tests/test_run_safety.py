@@ -75,7 +75,8 @@ def trainer(tmp_path: Path):
     def start(run_dir: Path, *argv: str) -> subprocess.Popen:
         command = [sys.executable, "-m", "annotated_transformer", "train", *TINY,
                    "--out", str(run_dir), *argv]  # fmt: skip
-        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=hangup_by_default)  # fmt: skip
         started.append(process)
         return process
 
@@ -84,6 +85,13 @@ def trainer(tmp_path: Path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def hangup_by_default() -> None:
+    """In the trainer's process, before it starts: SIGHUP as a terminal sends it. Under `nohup`
+    (a CI job started with it, say) the trainer inherits SIGHUP ignored, and rightly leaves it
+    so; the test of a closed terminal needs the terminal's signal."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_for_steps(process: subprocess.Popen, run_dir: Path, steps: int = 2) -> None:

@@ -37,9 +37,10 @@ class DecoderCache:
         (B/w, h, S, d_v) of the memory, computed once, one per sentence: its w = `width`
         consecutive rows (beam search's k beams) share them.
     src_mask: (B/w, 1, 1, S), True at real source tokens.
-    parents: (B,), or None: a reordering of the self-attention side that `follow` has noted
-        and the next step applies as it appends: row i's past is row parents[i] of self_keys
-        and self_values.
+    parents: (B,), or None: a reordering of the self-attention side that `select` or `follow`
+        has noted and the next step applies as it appends: row i's past is row parents[i] of
+        self_keys and self_values.
+    width: w, the rows per sentence.
     """
 
     self_keys: tuple[Tensor, ...]
