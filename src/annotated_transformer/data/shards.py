@@ -184,7 +184,7 @@ def shard_loader(
     sampler.set_epoch(epoch)
     return torch.utils.data.DataLoader(
         dataset, batch_sampler=sampler, collate_fn=partial(collate, pad=PAD_ID),
-        num_workers=num_workers, pin_memory=torch.cuda.is_available(),
+        num_workers=num_workers,
     )  # fmt: skip
 
 

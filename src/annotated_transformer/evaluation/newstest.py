@@ -14,9 +14,9 @@ from torch import nn
 
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.shards import read_lines
-from annotated_transformer.data.vocab import EOS_ID, normalize
+from annotated_transformer.data.vocab import EOS_ID
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.evaluation.scores import Evaluation, scores
+from annotated_transformer.evaluation.scores import Evaluation, evaluate_pairs, scores
 
 FORMS = {"full": "newstest2014-full", "filtered": "newstest2014-filtered"}  # 3,003 and 2,737
 
@@ -72,16 +72,6 @@ def evaluate_newstest(
 ) -> Evaluation:  # fmt: skip
     """Translate a newstest set with the `Translator` of a WMT run, in its direction, and score
     it against the references: `evaluate_split`, for WMT 2014."""
-    import time
-
-    pair = translator.config.pair
-    src, ref = (list(read_lines(path)) for path in newstest_files(split, folder, pair))
-    kept = [(s, t) for s, t in zip(src, ref, strict=True) if normalize(s) and normalize(t)]
-    start = time.perf_counter()
-    hypotheses = translator.translate(
-        [s for s, _ in kept], beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
-        progress=progress,
-    )  # fmt: skip
-    seconds, references = time.perf_counter() - start, [t for _, t in kept]
-    return Evaluation(split, hypotheses, references, len(src) - len(kept), seconds,
-                      scores(hypotheses, references), pair)  # fmt: skip
+    src, ref = (list(read_lines(p)) for p in newstest_files(split, folder, translator.config.pair))
+    return evaluate_pairs(translator, split, list(zip(src, ref, strict=True)), beam_size=beam_size,
+                          alpha=alpha, keep_greedy=keep_greedy, progress=progress)  # fmt: skip

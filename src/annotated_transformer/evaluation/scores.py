@@ -91,19 +91,25 @@ def evaluate_split(
     tests)."""
     if split not in EVAL_SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
-    pair = translator.config.pair
-    raw = read_split(split, data_dir, pair)[:first]
-    pairs = [(s, t) for s, t in raw if normalize(s) and normalize(t)]  # as tokenize_split does
+    raw = read_split(split, data_dir, translator.config.pair)[:first]
+    return evaluate_pairs(translator, split, raw, beam_size=beam_size, alpha=alpha,
+                          keep_greedy=keep_greedy, progress=progress)  # fmt: skip
+
+
+def evaluate_pairs(
+    translator: Any, split: str, raw: list[tuple[str, str]], **decoding: Any
+) -> Evaluation:
+    """Translate the sources of `raw` (source, reference) pairs of a split, in the run's
+    direction, with `Translator.translate`'s `decoding` settings, and score them; pairs with
+    an empty side are left out (as `tokenize_split` does) and counted."""
+    pairs = [(s, t) for s, t in raw if normalize(s) and normalize(t)]
     start = time.perf_counter()
-    hypotheses = translator.translate(
-        [s for s, _ in pairs], beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
-        progress=progress,
-    )  # fmt: skip
+    hypotheses = translator.translate([s for s, _ in pairs], **decoding)
     seconds = time.perf_counter() - start
     references = [t for _, t in pairs]
     return Evaluation(
         split, hypotheses, references, len(raw) - len(pairs), seconds,
-        scores(hypotheses, references), pair,
+        scores(hypotheses, references), translator.config.pair,
     )  # fmt: skip
 
 
