@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import export
 import nbformat
 import pytest
 
+from annotated_transformer import notebook
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+HIDDEN = notebook.COLLAPSED_TAGS
 
 
 def test_there_are_chapters() -> None:
@@ -50,42 +55,80 @@ def test_table_of_contents_lists_every_chapter_and_only_existing_ones() -> None:
     assert not orphans, f"notebooks in book/ missing from _toc.yml: {orphans}"
 
 
-# The reading path: the chapters from the introduction to "Try it" (issue 30). On it a reader meets
-# the paper's ideas; the package's guard rails live in collapsed cells, Part V and the appendices.
-READING_PATH_END = "book/tryit"
-HIDDEN = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
-MAX_PATH_LINES, MAX_CHAPTER_LINES, MAX_PATH_WORDS = 4000, 450, 24000
+# The reading path: the chapters from the introduction to "Try it" (issues 30 and 42). On it a
+# reader meets the paper's ideas; what guards, saves, validates or distributes lives in Part V and
+# the appendices. The introduction's reading map counts with the same code (`reading_map`).
+MAX_PATH_LINES, MAX_CHAPTER_LINES, MAX_PATH_WORDS, MAX_PATH_COLLAPSED = 2400, 250, 17000, 2000
+# A visible cell on the path may not hold a guard rail: a check function defined, a refusal caught,
+# pytest's raises, or the chapter's setup.
+GUARD_RAIL = re.compile(
+    r"^\s*def _?check|except\b[^:\n]*(Error|Exception)\b"
+    r"|pytest\.raises|\bsetup_chapter\(",
+    re.MULTILINE,
+)
 
 
 def reading_path() -> list[Path]:
-    entries = export.toc_files(ROOT)
-    path = entries[: entries.index(READING_PATH_END) + 1]
-    return [ROOT / f"{entry}.ipynb" for entry in path if (ROOT / f"{entry}.ipynb").exists()]
+    return [path for _, _, path in notebook.reading_path(ROOT)]
 
 
-def shown(path: Path) -> tuple[int, int]:
-    """Visible code lines (blank ones included) and prose words of a chapter."""
-    lines = words = 0
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "markdown":
-            words += len(cell.source.split())
-        elif cell.cell_type == "code" and not HIDDEN & set(cell.metadata.get("tags", [])):
-            lines += len(cell.source.split("\n"))
-    return lines, words
-
-
-def test_the_reading_path_shows_the_paper_not_the_plumbing() -> None:
-    counts = {path.stem: shown(path) for path in reading_path()}
-    print(
-        "\n".join(
-            f"{name:14} {lines:5} lines {words:6} words" for name, (lines, words) in counts.items()
+def test_the_reading_path_fits_an_afternoon() -> None:
+    """The path's budgets: visible code, collapsed code and prose; the table prints per chapter."""
+    rows = notebook.reading_map(ROOT)
+    print(f"\n{'chapter':16} {'visible':>7} {'collapsed':>9} {'words':>6} {'minutes':>7}")
+    for row in rows:
+        print(
+            f"{Path(row['entry']).name:16} {row['visible']:7} {row['collapsed']:9}"
+            f" {row['words']:6} {row['minutes']:7.1f}"
         )
+    total = {key: sum(row[key] for row in rows) for key in ("visible", "collapsed", "words")}
+    hours = sum(row["minutes"] for row in rows) / 60
+    print(
+        f"{'path':16} {total['visible']:7} {total['collapsed']:9} {total['words']:6} {hours:6.1f}h"
     )
-    assert len(counts) >= 15 and "engineering" not in counts and "performance" not in counts
-    too_long = {name: lines for name, (lines, _) in counts.items() if lines > MAX_CHAPTER_LINES}
+    names = [Path(row["entry"]).name for row in rows]
+    assert len(rows) >= 15 and names[0] == "introduction" and names[-1] == "tryit"
+    assert "engineering" not in names and "performance" not in names
+    too_long = {
+        name: row["visible"]
+        for name, row in zip(names, rows, strict=True)
+        if row["visible"] > MAX_CHAPTER_LINES
+    }
     assert not too_long, f"chapters showing more than {MAX_CHAPTER_LINES} lines of code: {too_long}"
-    assert sum(lines for lines, _ in counts.values()) <= MAX_PATH_LINES
-    assert sum(words for _, words in counts.values()) <= MAX_PATH_WORDS
+    assert total["visible"] <= MAX_PATH_LINES, f"{total['visible']} visible code lines on the path"
+    assert total["words"] <= MAX_PATH_WORDS, f"{total['words']} words of prose on the path"
+    assert total["collapsed"] <= MAX_PATH_COLLAPSED, f"{total['collapsed']} collapsed code lines"
+
+
+def test_the_counts_follow_the_rules() -> None:
+    """Fenced text is not prose, blank lines are code, and a collapsed tag moves lines over."""
+    chapter = {
+        "cells": [
+            {"cell_type": "markdown", "source": ["# A title\n", "two words\n", "```\nnot\n```"]},
+            {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "\n", "y = 2"]},
+            {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": ["z = 3"]},
+        ]
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "chapter.ipynb"
+        path.write_text(json.dumps(chapter), encoding="utf-8")
+        counts = notebook.chapter_counts(path)
+    assert counts["title"] == "A title"
+    assert (counts["visible"], counts["collapsed"], counts["words"]) == (3, 1, 5)
+    assert counts["minutes"] == 5 / 230 + 3 / 20
+
+
+def test_no_guard_rail_on_the_reading_path() -> None:
+    """No visible cell of the path defines a check, catches a refusal or sets the chapter up."""
+    found = []
+    for path in reading_path():
+        for number, cell in enumerate(nbformat.read(path, as_version=4).cells, start=1):
+            if cell.cell_type != "code" or HIDDEN & set(cell.metadata.get("tags", [])):
+                continue
+            match = GUARD_RAIL.search(cell.source)
+            if match:
+                found.append(f"{path.name} cell {number}: {match.group(0).strip()!r}")
+    assert not found, "guard rails on the reading path:\n" + "\n".join(found)
 
 
 STUDIED = {  # the definitions a reader studies stay on the page, in their chapters

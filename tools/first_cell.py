@@ -37,19 +37,14 @@ def cell_source(address: tuple[str, str] | None) -> str:
     """The cell for the repository `address` (url, branch), or for none."""
     head = (
         f"{FIRST_LINE}\n"
-        "# This chapter needs the package annotated-transformer. Multi30k, where a chapter reads\n"
-        "# it, downloads itself, checked against its SHA-256.\n"
         "import importlib.util\n\n"
         "from IPython.core.error import UsageError\n\n"
         'if importlib.util.find_spec("annotated_transformer") is None:\n'
     )
     if address is None:
-        return head + (
-            "    raise UsageError(\n"
-            '        "This chapter needs the package annotated-transformer: in a clone of the "\n'
-            "        \"book's repository, run  pip install -e '.[book]'  and restart the kernel\"\n"
-            "    )"
-        )
+        need = "This chapter needs the package annotated-transformer: in a clone of the book's"
+        run = "repository, run  pip install -e '.[book]'  and restart the kernel"
+        return head + f'    need = "{need}"\n    raise UsageError(f"{{need}} {run}")'
     url, branch = address
     install = install_command(url, branch).replace("pip install", "pip install --quiet")
     return head + (

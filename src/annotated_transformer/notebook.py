@@ -259,3 +259,59 @@ def running_the_book(root: str | Path | None = None):  # -> IPython.display.Mark
         "Colab and Binder) installs the package in its first cell, as you would with "
         f"`%{install_command(url, branch)}`."
     )
+
+
+# --- The reading map: what the path from the introduction to "Try it" asks of a reader ----------
+
+COLLAPSED_TAGS = frozenset({"hide-input", "hide-cell", "remove-input", "remove-cell"})
+WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE = 230, 20
+READING_PATH_END = "book/tryit"  # the last chapter of the reading path
+
+
+def chapter_counts(path: str | Path) -> dict[str, Any]:
+    """A chapter's title, visible and collapsed code lines, prose words and reading minutes.
+
+    Code lines count blank ones; a cell tagged with one of `COLLAPSED_TAGS` is collapsed.
+    Words are those of the markdown cells outside code fences. Minutes: words at
+    `WORDS_PER_MINUTE`, visible code at `CODE_LINES_PER_MINUTE`.
+    """
+    import json
+    import re
+
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    visible = collapsed = words = 0
+    title = ""
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            title = title or source.partition("\n")[0].removeprefix("# ").strip()
+            words += len(re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", source, flags=re.S | re.M).split())
+        elif cell["cell_type"] == "code":
+            lines = len(source.split("\n"))
+            if COLLAPSED_TAGS & set(cell.get("metadata", {}).get("tags", [])):
+                collapsed += lines
+            else:
+                visible += lines
+    minutes = words / WORDS_PER_MINUTE + visible / CODE_LINES_PER_MINUTE
+    return dict(title=title, visible=visible, collapsed=collapsed, words=words, minutes=minutes)
+
+
+def reading_path(root: str | Path | None = None) -> list[tuple[str, str, Path]]:
+    """(part caption, entry, notebook) of each chapter from the introduction to "Try it"."""
+    import yaml
+
+    folder = Path(root) if root is not None else project_root()
+    toc = yaml.safe_load((folder / "_toc.yml").read_text(encoding="utf-8"))
+    entries = [("Introduction", toc["root"])]
+    for part in toc.get("parts", []):
+        entries += [(part["caption"], chapter["file"]) for chapter in part["chapters"]]
+    path = entries[: [entry for _, entry in entries].index(READING_PATH_END) + 1]
+    return [(part, entry, folder / f"{entry}.ipynb") for part, entry in path]
+
+
+def reading_map(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per chapter of the reading path: its part, entry and `chapter_counts`."""
+    return [
+        dict(part=part, entry=entry, **chapter_counts(path))
+        for part, entry, path in reading_path(root)
+    ]
