@@ -360,7 +360,7 @@ def test_translate_refuses_empty_and_over_long_input(tiny_run, capsys, monkeypat
     long = " ".join(["Hund"] * 300)
     code, out, err = run_cli(capsys, "translate", "--checkpoint", str(tiny_run), "Ja.", long)
     assert code == 1 and out == ""
-    assert "sentence 2 has 300 tokens; this model reads at most 255" in err
+    assert "argument 2 has 300 tokens; this model reads at most 255" in err
 
 
 def test_translate_warns_about_unknown_words(tiny_run, capsys):
@@ -368,7 +368,7 @@ def test_translate_warns_about_unknown_words(tiny_run, capsys):
         capsys, "translate", "--checkpoint", str(tiny_run), "Ein Quokka im Xylophonladen."
     )
     assert code == 0 and len(out.splitlines()) == 1
-    assert "sentence 1: 2 word(s) not in the German vocabulary, read as <unk>" in err
+    assert "argument 1: 2 word(s) not in the German vocabulary, read as <unk>" in err
     assert "Quokka, Xylophonladen" in err
 
 

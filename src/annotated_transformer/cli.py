@@ -24,7 +24,7 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -408,65 +408,131 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
+_END_OF_INPUT = object()  # what the reader of standard input sends after the last line
+CHUNK_LINES = 500  # `translate --chunk`: lines read, translated and written at a time
 
 
-def _read_stdin() -> list[str]:
-    """The lines of standard input, read as UTF-8 whatever the locale."""
+def _stdin_lines() -> Iterator[str]:
+    """Standard input's lines as they arrive, read as UTF-8 whatever the locale; CR, CRLF and LF
+    all end a line."""
     if sys.stdin is None:
         raise OSError(
             "standard input is closed: give the sentences as arguments, or one per line on "
             "standard input"
         )
-    if isinstance(sys.stdin, io.TextIOWrapper):
-        try:
-            sys.stdin.reconfigure(encoding="utf-8")
-        except (OSError, ValueError):  # (already read from: it keeps its encoding)
-            pass
     if sys.stdin.isatty():
         print(f"{PROG}: reading sentences to translate, one per line; end with Ctrl-D",
               file=sys.stderr)  # fmt: skip
+    raw = getattr(sys.stdin, "buffer", None)  # (a text stream without one: its lines as text)
+    number = 0
     try:
-        lines = _LINE_END.split(sys.stdin.read())  # CR, CRLF and LF all end a line
+        for line in raw if raw is not None else sys.stdin:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            parts = _LINE_END.split(text)
+            if parts[-1] == "":  # after the line's end
+                parts.pop()
+            for part in parts:
+                number += 1
+                yield part
     except UnicodeDecodeError as error:
-        raise ValueError(f"standard input is not UTF-8 text ({error.reason})") from None
+        raise ValueError(
+            f"standard input is not UTF-8 text (line {number + 1}: {error.reason})"
+        ) from None
     except OSError as error:
         raise OSError(f"cannot read standard input: {error.strerror or error}") from None
-    if lines[-1] == "":  # after the last line's end
-        lines.pop()
-    return lines
+
+
+def _stdin_chunks(size: int) -> Iterator[list[str]]:
+    """Standard input in lists of at most `size` lines: each holds what has arrived once a first
+    line has, so that a translation is written while the input is still open (an interactive
+    session, a pipe fed slowly). A thread reads ahead at most `size` lines: memory stays bounded
+    however long the input."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue(maxsize=size)
+
+    def read() -> None:
+        try:
+            for line in _stdin_lines():
+                lines.put(line)
+            lines.put(_END_OF_INPUT)
+        except (OSError, ValueError) as error:  # raised again in the translating thread
+            lines.put(error)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    while True:
+        chunk, item = [], lines.get()  # wait for a first line
+        while True:
+            if item is _END_OF_INPUT or isinstance(item, Exception):
+                if chunk:
+                    yield chunk
+                if item is _END_OF_INPUT:
+                    return
+                raise item
+            chunk.append(item)
+            if len(chunk) == size or lines.empty():
+                break
+            item = lines.get()
+        yield chunk
+
+
+def _translate_chunk(translator, lines: list[str], first: int, args: argparse.Namespace) -> None:
+    """Translate input lines `first`, `first + 1`, ... and write one output line for each (an
+    empty line stays empty), then flush, so that what is written is kept whatever comes next.
+    Messages name a line of standard input ("line 5"), or an argument ("argument 2")."""
+    unit = "argument" if args.text else "line"
+    source = LANGUAGE_NAMES[translator.config.languages[0]]
+    filled = [i for i, line in enumerate(lines) if normalize(line)]
+    for i in filled:
+        unknown = translator.unknown_words(lines[i])
+        if unknown:
+            print(
+                f"{PROG}: warning: {unit} {first + i}: {len(unknown)} word(s) not in "
+                f"the {source} vocabulary, read as <unk>: {', '.join(unknown)}",
+                file=sys.stderr,
+            )
+    try:
+        outputs = translator.translate(
+            [lines[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
+            keep_greedy=args.keep_greedy, progress=bool(args.text) and sys.stderr.isatty(),
+        )  # fmt: skip
+    except ValueError as error:  # "sentence N ...": N counted among this chunk's sentences
+        found = re.match(r"sentence (\d+) ", str(error))
+        if found is None:
+            raise
+        line = first + filled[int(found.group(1)) - 1]
+        raise ValueError(f"{unit} {line} " + str(error)[found.end() :]) from None
+    translations = dict(zip(filled, outputs, strict=True))
+    for i in range(len(lines)):
+        print(translations.get(i, ""))
+    _flush_stdout()
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate sentences (arguments, or one per line on stdin) in the direction the model was
-    trained (its run's `pair`; the shipped model: German into English)."""
+    trained (its run's `pair`; the shipped model: German into English). Standard input is read,
+    translated and written a chunk at a time (`--chunk` lines at most)."""
     if sys.stdout is None:
         raise OSError("standard output is closed: the translations would be lost")
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
-    sentences = args.text or _read_stdin()
-    if not any(normalize(s) for s in sentences):
+    chunks = iter([args.text]) if args.text else _stdin_chunks(args.chunk)
+    translator, read, empty = None, 0, 0  # empty: lines held until a first sentence comes
+    for chunk in chunks:
+        read += len(chunk)
+        if translator is None and not any(normalize(line) for line in chunk):
+            empty += len(chunk)
+            continue
+        if translator is None:
+            translator = _translator(args)
+            translator = _quantized(translator, args) if args.quantize else translator
+            print("\n" * empty, end="")
+        _translate_chunk(translator, chunk, read - len(chunk) + 1, args)
+    if translator is None:
         raise UsageError(
             "nothing to translate: give sentences as arguments, or one per line on standard input"
         )
-    translator = _quantized(_translator(args), args) if args.quantize else _translator(args)
-    source = LANGUAGE_NAMES[translator.config.languages[0]]
-    for i, sentence in enumerate(sentences, 1):
-        unknown = translator.unknown_words(sentence)
-        if unknown:
-            print(
-                f"{PROG}: warning: sentence {i}: {len(unknown)} word(s) not in "
-                f"the {source} vocabulary, read as <unk>: {', '.join(unknown)}",
-                file=sys.stderr,
-            )
-    # An empty line stays an empty line, so that output lines match input lines.
-    filled = [i for i, s in enumerate(sentences) if normalize(s)]
-    outputs = translator.translate(
-        [sentences[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
-        keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
-    )  # fmt: skip
-    translations = dict(zip(filled, outputs, strict=True))
-    for i in range(len(sentences)):
-        print(translations.get(i, ""))
     return 0
 
 
@@ -959,6 +1025,11 @@ def _add_translate(commands: Commands) -> None:
     )  # fmt: skip
     translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
     _model_options(translate)
+    translate.add_argument(
+        "--chunk", type=_count(high=1_000_000), default=CHUNK_LINES, metavar="LINES",
+        help="standard input is read, translated and written this many lines at a time at most, "
+        f"so memory stays bounded and each translation is written soon (default: {CHUNK_LINES})",
+    )  # fmt: skip
     translate.add_argument(
         "--quantize", choices=["int8"],
         help="decode with 8-bit weights: the model converted to CTranslate2's int8 in memory "

@@ -1,0 +1,123 @@
+"""`translate` streams (issue 45): standard input is read, translated and written a chunk at a
+time, so a long input keeps memory bounded, the first translation comes while the input is still
+open, and Ctrl-C keeps every line already written.
+
+The model is the tiny 0.1.0 run of the fixtures, decoding greedily. For the memory test its
+generator is made to end every sentence at once, so that 20,000 lines take seconds: what memory
+would grow with is the input read ahead, the encoded sentences and the outputs held.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from annotated_transformer.data.vocab import EOS_ID
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "tests" / "fixtures" / "checkpoint-0.1.0" / "word"
+SENTENCE = "Ein Hund rennt über die Wiese."
+TRANSLATE = [sys.executable, "-m", "annotated_transformer", "translate", "--checkpoint", str(RUN)]
+GREEDY = ["--beam", "1", "--device", "cpu"]
+LIMIT_S = 300  # a generous limit for a busy machine; no timing is asserted
+
+
+def start(*options: str, run: Path = RUN) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [*TRANSLATE[:-1], str(run), *GREEDY, *options],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def read_line(stream, limit_s: float = LIMIT_S) -> bytes:
+    """One line of `stream`, waited for at most `limit_s` (a thread, so the test cannot hang)."""
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(limit_s)
+    assert got, f"no line within {limit_s} s"
+    return got[0]
+
+
+def test_the_first_translation_comes_while_the_input_is_still_open() -> None:
+    process = start()
+    try:
+        process.stdin.write(f"{SENTENCE}\n".encode())
+        process.stdin.flush()  # and the pipe stays open
+        first = read_line(process.stdout)
+        assert first.strip() and process.poll() is None  # translated, still reading
+        process.stdin.write(f"\n{SENTENCE}\n".encode())
+        process.stdin.close()
+        rest = process.stdout.read().decode().splitlines()
+        assert process.wait(LIMIT_S) == 0
+        assert rest == ["", first.decode().rstrip("\n")]  # the empty line kept; same sentence
+    finally:
+        process.kill()
+
+
+def test_ctrl_c_keeps_the_lines_already_written() -> None:
+    process = start("--chunk", "2")
+    try:
+        process.stdin.write(f"{SENTENCE}\n{SENTENCE}\n{SENTENCE}\n".encode())
+        process.stdin.flush()
+        written = [read_line(process.stdout) for _ in range(3)]
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=LIMIT_S)
+        assert process.returncode == 130 and err.decode().rstrip().endswith("interrupted")
+        assert len(written) == 3 and all(line.strip() for line in written) and out == b""
+    finally:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def brief_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture's run, its generator biased to end every sentence at its first step."""
+    run = tmp_path_factory.mktemp("brief") / "run"
+    shutil.copytree(RUN, run)
+    path = run / "checkpoint-00000002.pt"
+    payload = torch.load(path, weights_only=True)
+    payload["model"]["generator.proj.bias"][EOS_ID] = 1e4
+    torch.save(payload, path)
+    return run
+
+
+def max_rss_kb(run: Path, lines: int) -> int:
+    """The largest resident memory of `translate` over `lines` input lines, from the kernel."""
+    process = start(run=run)
+
+    def feed() -> None:
+        process.stdin.write(f"{SENTENCE}\n".encode() * lines)
+        process.stdin.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    count = sum(1 for _ in process.stdout)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0 and count == lines, process.stderr.read().decode()[-500:]
+    return usage.ru_maxrss
+
+
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="os.wait4: the child's own peak memory")
+def test_memory_stays_bounded_however_long_the_input(brief_run: Path) -> None:
+    short, long = max_rss_kb(brief_run, 2_000), max_rss_kb(brief_run, 20_000)
+    print(f"\nmax RSS: {short} KB for 2,000 lines, {long} KB for 20,000")
+    assert long <= 1.10 * short
+
+
+def test_chunk_must_be_a_positive_count() -> None:
+    result = subprocess.run(
+        [*TRANSLATE, "--chunk", "0", SENTENCE], capture_output=True, text=True, timeout=LIMIT_S
+    )
+    assert result.returncode == 2 and "--chunk: expected a positive integer" in result.stderr
