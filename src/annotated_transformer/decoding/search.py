@@ -189,10 +189,15 @@ class _Beams:
     lane_at: Tensor  # (b,): the beam that holds the greedy prefix, or OWN, or NONE
     greedy: Tensor  # (b,): log P of the greedy prefix
     own: Tensor  # (g,): the sentences whose greedy lane has a row of its own
+    search: str = "k-finished"  # the stopping rule: "k-finished" or "t2t" (see `SEARCHES`)
+    worst: Tensor | None = None  # (b,): the lowest score among each one's k best finished
 
     def finish(self, i: int, score: float, ids: list[int], t: int) -> None:
         """Record a hypothesis of the i-th active sentence that ends after t generated tokens."""
-        self.finished[int(self.active[i])].append((score / length_penalty(t, self.alpha), ids))
+        hypotheses = self.finished[int(self.active[i])]
+        hypotheses.append((score / length_penalty(t, self.alpha), ids))
+        if self.worst is not None:  # (the k-th best so far, or the last of fewer)
+            self.worst[i] = sorted(score for score, _ in hypotheses)[-min(self.k, len(hypotheses))]
 
 
 def _start_beams(
@@ -205,6 +210,7 @@ def _start_beams(
     k: int,
     alpha: float,
     keep_greedy: bool,
+    search: str = "k-finished",
 ) -> _Beams:
     """Before the first step: one row per sentence, holding the start symbol, log P = 0."""
     B, device = src.size(0), src.device
@@ -222,6 +228,8 @@ def _start_beams(
         lane_at=torch.full((B,), 0 if keep_greedy and k > 1 else NONE, device=device),  # (B,)
         greedy=torch.zeros(B, device=device),  # (B,)
         own=torch.zeros(0, dtype=torch.long, device=device),  # (0,): no lane has left the beam
+        search=search,
+        worst=torch.full((B,), float("-inf"), device=device) if search == "t2t" else None,
     )
 
 
@@ -268,12 +276,14 @@ def _row_top(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
 
 
 def _finish_ended(beams: _Beams, top: Tensor, parent: Tensor, token: Tensor, t: int) -> None:
-    """Finish the extensions among each sentence's k best that end with </s>, at step t.
+    """Finish the extensions that end with </s>, at step t: among each sentence's k best
+    ("k-finished"), or among all its 2k candidates ("t2t", tensor2tensor's `grow_finished`).
 
     top, parent, token: the candidates (b, ≥k) of `_top_candidates`.
     """
     ends = (token == beams.end_symbol) & top.isfinite()  # (b, ≥k)
-    ends[:, beams.k :] = False  # only a continuation among the k best may finish
+    if beams.search == "k-finished":
+        ends[:, beams.k :] = False  # only a continuation among the k best may finish
     for i, j in ends.nonzero().tolist():
         ids = [*beams.history[int(parent[i, j])].tolist(), beams.end_symbol]
         beams.finish(i, float(top[i, j]), ids, t)
@@ -350,20 +360,36 @@ def _reorder(
 def _finish_at_limit(beams: _Beams, limits: Tensor, t: int) -> Tensor:
     """After step t, finish the live hypotheses of the sentences at their limit; return done.
 
-    limits: (B,) each sentence's maximum length. A sentence is done (b,) at its limit, or once
-    its beams have finished k hypotheses (or have none alive) and its greedy lane has ended.
+    limits: (B,) each sentence's maximum length. A sentence is done (b,) at its limit, or, by
+    the "k-finished" rule, once its beams have finished k hypotheses (or have none alive) and
+    its greedy lane has ended; by the "t2t" rule, once `_bound_met` holds for every sentence of
+    the batch. At its limit a sentence's live hypotheses count as finished; tensor2tensor counts
+    them only where none has finished.
     """
     b, k = beams.active.numel(), beams.k
     at_limit = limits[beams.active] <= t + 1  # (b,)
     for i in at_limit.nonzero().flatten().tolist():
+        if beams.search == "t2t" and beams.found[i] > 0:
+            continue
         for j in range(k):
             if beams.scores[i, j].isfinite():
                 beams.finish(i, float(beams.scores[i, j]), beams.history[i * k + j].tolist(), t)
         if beams.lane_at[i] == OWN:
             row = b * k + int((beams.own == i).nonzero())
             beams.finish(i, float(beams.greedy[i]), beams.history[row].tolist(), t)
+    if beams.search == "t2t":  # checked over the whole batch, as tensor2tensor does
+        return at_limit | (_bound_met(beams, limits) | at_limit).all()
     beam_done = (beams.found >= k) | ~beams.scores.isfinite().any(dim=1)  # (b,)
     return at_limit | (beam_done & (beams.lane_at == NONE))
+
+
+def _bound_met(beams: _Beams, limits: Tensor) -> Tensor:
+    """tensor2tensor's test, per sentence (b,): no live hypothesis can still beat the worst of
+    its k best finished ones. A live log P can only fall, and the length penalty grows at most
+    to lp(limit − 1), so log P / lp(limit − 1) bounds every score it may still reach."""
+    reach = length_penalty(limits[beams.active] - 1, beams.alpha)  # (b,)
+    best_live = beams.scores.max(dim=1).values  # (b,): −inf where none is alive
+    return beams.worst > best_live / reach  # (b,): never where nothing has finished
 
 
 def _drop_done(beams: _Beams, done: Tensor) -> None:
@@ -382,6 +408,11 @@ def _drop_done(beams: _Beams, done: Tensor) -> None:
     beams.active, beams.scores = beams.active[keep], beams.scores[keep]
     beams.found, beams.lane_at = beams.found[keep], beams.lane_at[keep]
     beams.greedy, beams.own = beams.greedy[keep], position[kept_own]
+    if beams.worst is not None:
+        beams.worst = beams.worst[keep]
+
+
+SEARCHES = ("k-finished", "t2t")  # the stopping rules: fairseq's and CTranslate2's; tensor2tensor's
 
 
 def _check_beam_inputs(
@@ -391,10 +422,16 @@ def _check_beam_inputs(
     beam_size: int,
     n_best: int,
     alpha: float,
+    search: str = "k-finished",
+    keep_greedy: bool = False,
 ) -> tuple[Tensor, int, int, float]:
     """Validate beam search's settings and batch; return each sentence's limit, (B,), and the
     settings as int, int and float."""
     k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha)  # (as the simple search)
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+    if search == "t2t" and keep_greedy:
+        raise ValueError("keep_greedy goes with the k-finished search, not with search='t2t'")
     limits = _check_inputs(src, src_mask, max_len)
     if (limits < 2).any():
         raise ValueError(f"max_len must leave room for a token after the start symbol: {max_len}")
@@ -425,6 +462,7 @@ def beam_search(
     alpha: float = 0.6,
     n_best: int = 1,
     keep_greedy: bool = False,
+    search: str = "k-finished",
     *,
     start: Callable = start_cache,
     step: Callable = decode_step,
@@ -435,7 +473,8 @@ def beam_search(
     continuations by log-probability. A continuation that ends with `end_symbol` (and ranks
     among the k best) is finished, scored log P / lp(|Y|); a sentence stops once it has k
     finished hypotheses or reaches its maximum length, where its live hypotheses count as
-    finished as they are. With k = 1 this is greedy decoding.
+    finished as they are. With k = 1 this is greedy decoding. That is the "k-finished" rule of
+    fairseq and CTranslate2; `search="t2t"` is tensor2tensor's (see `_bound_met`).
 
     Args:
         model, src, src_mask, max_len, start_symbol: as for `greedy_decode`.
@@ -446,6 +485,10 @@ def beam_search(
         keep_greedy: also follow the greedy hypothesis to its end and let it compete, so the
             result never scores below greedy decoding's (it costs a row only when the beam
             drops it). Off (the default): the paper's plain beam search.
+        search: the stopping rule. "k-finished" (the default): as above. "t2t": the paper's
+            authors' code, tensor2tensor: a continuation among all 2k candidates may finish,
+            and the batch stops once no live hypothesis of any sentence can beat the worst of
+            that sentence's k best finished ones (or at the limit); exact, and slower.
         start, step: how the decoder state begins and advances (`start_cache`, `decode_step`:
             the cache); the benchmark passes ones that re-read the whole prefix instead.
 
@@ -455,11 +498,11 @@ def beam_search(
         the score is the length-penalized log-probability.
     """
     limits, beam_size, n_best, alpha = _check_beam_inputs(
-        src, src_mask, max_len, beam_size, n_best, alpha
+        src, src_mask, max_len, beam_size, n_best, alpha, search, keep_greedy
     )  # limits (B,)
     _check_model_fits(model, src, limits, start_symbol, end_symbol)
     beams = _start_beams(model, src, src_mask, start, start_symbol, end_symbol, beam_size,
-                         alpha, keep_greedy)  # fmt: skip
+                         alpha, keep_greedy, search)  # fmt: skip
     for t in range(1, int(limits.max())):
         log_probs, beams.cache = step(model, beams.history[:, -1], beams.cache)  # (rows, V)
         top, parent, token = _top_candidates(beams, log_probs)  # (b, ≥k) each
