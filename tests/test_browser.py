@@ -761,18 +761,21 @@ def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
 # --- figures a learner can read ------------------------------------------------------------------
 
 # Every page's figures are measured. The pages that draw the model and its searches must have
-# figures, and five of them are saved as screenshots: each the image of the chapter cell with that
+# figures, and seven of them are saved as screenshots: each the image of the chapter cell with that
 # tag (myst-nb gives a cell the class tag_<tag> for each of its tags).
 FIGURE_PAGES = (
     "book/architecture.html",
     "book/attention.html",
+    "book/regularization.html",
     "book/decoding.html",
     "book/fast_decoding.html",
 )
 FIGURE_SCREENSHOTS = {
     "figure1": ("book/architecture.html", "figure-architecture"),
     "worked_attention": ("book/attention.html", "figure-worked-attention"),
+    "label_smoothing": ("book/regularization.html", "figure-label-smoothing"),
     "step_by_step": ("book/decoding.html", "figure-step-by-step"),
+    "beam_helps": ("book/decoding.html", "figure-beam-helps"),
     "beam_tree": ("book/decoding.html", "figure-beam-tree"),
     "cache": ("book/fast_decoding.html", "figure-cache"),
 }
@@ -807,7 +810,8 @@ FIGURE_TEXT_SIZES = """async () => {
 def test_figures_can_be_read(browser, server: str) -> None:
     """No figure of the book has text under 10 px as shown in a 1280 px window, and the pages that
     draw the model and its searches have figures; screenshots of Figure 1, the worked attention,
-    the step-by-step decoding, the beam tree and the decoder's cache go to _build/screenshots/."""
+    label smoothing's opening picture, the step-by-step decoding, the beam search that helps and
+    the one that loses, and the decoder's cache go to _build/screenshots/."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -834,3 +838,26 @@ def test_figures_can_be_read(browser, server: str) -> None:
     print("\nsmallest text as displayed, px:", smallest)
     assert not unmeasured, f"figures whose text size cannot be read: {unmeasured}"
     assert not too_small, f"figure text under {SMALLEST_TEXT_PX} px as displayed: {too_small}"
+
+
+def test_the_introduction_opens_on_what_the_reader_will_build(browser, server: str) -> None:
+    """The introduction's first screen (1280 × 900): a picture of the model, a translation the
+    package made, and the reading map with its minutes; saved as introduction_first_screen.png."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/book/introduction.html", wait_until="load")
+    settle(page)
+    tops = page.evaluate(
+        """() => ({
+          picture: [...document.querySelectorAll('div.cell_output img')]
+            .map(e => e.getBoundingClientRect().top),
+          table: [...document.querySelectorAll('div.cell_output table')]
+            .map(e => e.getBoundingClientRect().top),
+          minutes: [...document.querySelectorAll('div.cell_output table')]
+            .filter(t => /minutes/i.test(t.innerText)).map(e => e.getBoundingClientRect().top),
+        })"""
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "introduction_first_screen.png"))
+    page.close()
+    assert any(top < 900 for top in tops["picture"]), f"no picture on the first screen: {tops}"
+    assert any(top < 900 for top in tops["minutes"]), f"no reading map on the first screen: {tops}"
