@@ -446,10 +446,11 @@ RECORD_STATUS = """(() => {
 })()"""
 
 
-def open_tryit(browser, url: str, allowed: tuple[str, ...]):
+def open_tryit(browser, url: str, allowed: tuple[str, ...], typing: bool = False):
     """The page at `url`, its model loaded; every request outside `allowed` is blocked and listed
     in page.left_machine, every script error in page.errors, every status line in
-    window.tryitStatuses."""
+    window.tryitStatuses. Unless `typing`, the page waits ten minutes after a keystroke before it
+    translates on its own, so that a test of the button and the keys sees only what they start."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.left_machine, page.errors, page.received = [], [], []  # received: bytes per response
@@ -480,6 +481,8 @@ def open_tryit(browser, url: str, allowed: tuple[str, ...]):
     page.goto(url, wait_until="load")
     page.wait_for_function("() => window.TryIt && window.TryIt.ready", timeout=30_000)
     page.evaluate("() => TryIt.ready.then(() => true)")
+    if not typing:
+        page.evaluate("() => { TryIt.typingPause = 600_000; }")
     return page
 
 
@@ -646,6 +649,80 @@ def test_tryit_draws_attention_and_refuses_bad_input(
     assert page.evaluate(messages) == [["beam size", ""], ["α", ""]]
     assert page.input_value("textarea.tryit-input") == "Ein Hund rennt durch den Schnee."
     assert page.inner_text(".tryit-output") == "A dog runs through the snow."
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []
+
+
+# Every text the translation (.tryit-output) shows, from the call on.
+RECORD_OUTPUTS = """() => {
+  const output = document.querySelector('.tryit-output');
+  window.tryitOutputs = [];
+  new MutationObserver(() => window.tryitOutputs.push(output.textContent))
+    .observe(output, {subtree: true, childList: true, characterData: true});
+}"""
+# Ctrl+Enter on one sentence, and at once, while that one is searched, another typed in its place.
+NEWER_INPUT = """([first, second]) => {
+  const box = document.querySelector('textarea.tryit-input');
+  box.value = first;
+  box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', ctrlKey: true, bubbles: true}));
+  box.value = second;
+  box.dispatchEvent(new InputEvent('input', {bubbles: true}));
+}"""
+
+
+def test_tryit_translates_as_one_types(browser, server: str, built_book: Path) -> None:
+    """The box is on the first screen at 1280x900. Typed key by key, a sentence is translated once
+    the typing pauses, with no key pressed and nothing clicked, as Python's `Translator` does;
+    Ctrl+Enter translates at once; a translation begun before newer input is never shown; a box
+    emptied by typing clears the translation without an error."""
+    from annotated_transformer.translator import Translator
+
+    translate = Translator.pretrained(device="cpu").translate
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"), typing=True)
+    box, output = "textarea.tryit-input", ".tryit-output"
+    top = page.locator(box).bounding_box()["y"]
+    assert top < 900, f"the text box begins {top:.0f} px down, below the first screen"
+
+    def shows(text: str) -> None:  # wait, pressing nothing, until the translation is `text`
+        shown = "([selector, text]) => document.querySelector(selector).textContent === text"
+        page.wait_for_function(shown, arg=[output, text], timeout=60_000)
+
+    typed = "Zwei Kinder spielen mit einem roten Ball am Strand."
+    page.click(box)
+    page.keyboard.press("Control+A")
+    page.keyboard.type(typed, delay=30)  # a keystroke every 30 ms, then nothing
+    shows(translate([typed])[0])
+    assert page.input_value(box) == typed
+    assert page.inner_text(".tryit-status").startswith("Translated in")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "tryit_typed.png"))  # the first screen, 1280x900
+
+    # Ctrl+Enter does not wait for the pause (here ten minutes long).
+    page.evaluate("() => { TryIt.typingPause = 600_000; }")
+    pressed = "Ein alter Mann sitzt auf einer Bank."
+    page.keyboard.press("Control+A")
+    page.keyboard.type(pressed)
+    page.keyboard.press("Control+Enter")
+    shows(translate([pressed])[0])
+    assert page.input_value(box) == pressed  # (no line break added)
+
+    # Newer input while a translation runs: the older one never shows, the newer one does.
+    page.evaluate("() => { TryIt.typingPause = 500; }")
+    page.evaluate(RECORD_OUTPUTS)
+    older, newer = TWELVE_WORDS, "Ein Hund rennt durch den Schnee."
+    page.evaluate(NEWER_INPUT, [older, newer])
+    shows(translate([newer])[0])
+    assert translate([older])[0] not in page.evaluate("() => window.tryitOutputs")
+
+    # Emptied by typing: the translation goes quietly ("Nothing to translate" is for the button).
+    statuses = len(page.evaluate("() => window.tryitStatuses"))
+    page.click(box)
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Backspace")
+    shows("")
+    quiet = page.evaluate("() => window.tryitStatuses")[statuses:]
+    assert not any("Nothing to translate" in status for status in quiet), quiet
+    assert page.locator(".tryit-status.tryit-error").count() == 0
     page.context.close()
     assert page.left_machine == [] and page.errors == []
 

@@ -159,6 +159,27 @@ def test_exported_graphs_give_pytorchs_log_probabilities(tiny_export) -> None:
     assert (cross[1, ..., 6:] == 0).all()  # no weight on padding
 
 
+def test_exported_graphs_store_the_weights_in_float16(tiny_export) -> None:
+    """`float16_weights`: every stored array that float16 holds exactly is stored in float16 and
+    cast back to float32 when the graph loads, so the two graphs hold at least every weight of the
+    model so; the positional table's sinusoids, which float16 rounds, stay float32."""
+    import numpy as np
+    from onnx import TensorProto, load, numpy_helper
+
+    model, folder = tiny_export
+    graphs = [load(folder / name) for name in ("encoder.onnx", "decoder.onnx")]
+    stored = [(w.data_type, numpy_helper.to_array(w)) for g in graphs for w in g.graph.initializer]
+    halved = [array for kind, array in stored if kind == TensorProto.FLOAT16]
+    single = [array for kind, array in stored if kind == TensorProto.FLOAT]
+    assert sum(array.size for array in halved) >= sum(p.numel() for p in model.parameters())
+    assert not [a.shape for a in single if np.array_equal(a.astype(np.float16), a)]
+    table = model.tgt_embed[1].pe  # (max_len, d_model)
+    assert any(np.array_equal(a.reshape(table.shape), table.numpy()) for a in single
+               if a.size == table.numel())  # fmt: skip
+    casts = [node for graph in graphs for node in graph.graph.node if node.op_type == "Cast"]
+    assert len(casts) >= len(halved)
+
+
 def test_simple_searches_run_the_exported_graphs(tiny_export) -> None:
     model, folder = tiny_export
     onnx_model = OnnxTransformer(folder)

@@ -306,6 +306,7 @@
   const MAX_BEAM = 8;
 
   class InputError extends Error {} // what the reader typed cannot be translated: say why
+  class Stale extends Error {} // newer input came while this translation ran: drop it
 
   // The files, as scripts; `onProgress(text)` hears how far the loading is.
   async function loadTranslator(folder, onProgress = () => {}) {
@@ -558,8 +559,8 @@
         `„${CAPTIONS_ONLY.german}“ → “${CAPTIONS_ONLY.english}”` }), // prettier-ignore
       element("div", { className: "tryit-settings" }, parts.go, " beam size ", parts.beam,
         error(), " α ", parts.alpha, error(),
-        element("span", { className: "tryit-hint", textContent: " Ctrl+Enter in the text, or " +
-          "Enter in a field, translates too." })), // prettier-ignore
+        element("span", { className: "tryit-hint", textContent: " It translates when you pause " +
+          "typing; Ctrl+Enter in the text, or Enter in a field, at once." })), // prettier-ignore
       parts.status, parts.pieces,
       element("div", { className: "tryit-outputs" },
         element("div", {}, element("div", { className: "tryit-label",
@@ -572,42 +573,70 @@
       parts.status.textContent = text;
       parts.status.classList.toggle("tryit-error", failed);
     };
+    const clear = () => {
+      for (const shown of [parts.greedy, parts.output, parts.nbest, parts.empty, parts.map]) {
+        shown.replaceChildren();
+      }
+    };
     let translator;
     let busy = false;
-    let pending = false; // a request that came while the model loaded or translated
+    let pending = null; // a request that came while the model loaded or translated: {quiet}
+    let latest = 0; // the newest input or request; a translation begun before it is stale
+    let pause; // the timer that translates once the typing pauses
     const run = async (text, settings) => {
+      const ticket = ++latest;
+      const stale = () => ticket !== latest;
       busy = true;
       parts.go.disabled = true;
       try {
-        const result = await translate(translator, text, { ...settings,
-          onStep: (t) => { status(`Searching… step ${t}`); return nextFrame(); } },
-        ); // prettier-ignore
+        const result = await translate(translator, text, { ...settings, onStep: (t) => {
+          if (stale()) throw new Stale(); // stop searching: newer input waits
+          status(`Searching… step ${t}`);
+          return nextFrame();
+        } }); // prettier-ignore
+        if (stale()) throw new Stale();
         showResult(parts, result, settings);
         showPieces(parts, result.srcPieces.slice(0, -1));
         status(`Translated in ${Math.round(result.ms)} ms (beam size ${settings.beamSize}, ` +
           `α ${settings.alpha}; greedy beside it).`); // prettier-ignore
         return result;
       } catch (error) {
+        if (error instanceof Stale) return null; // (what it showed stays until the newer one)
         status(error instanceof InputError ? error.message : `Error: ${error.message}`, true);
-        for (const shown of [parts.pieces, parts.greedy, parts.output, parts.nbest, parts.empty,
-          parts.map]) { // prettier-ignore
-          shown.replaceChildren();
-        }
+        parts.pieces.replaceChildren();
+        clear();
         throw error;
       } finally {
         busy = false;
         parts.go.disabled = false;
-        if (pending) request();
+        if (pending) request(pending);
       }
     };
-    // Translate what the box holds, with the settings, once the model is there and free.
-    function request() {
+    // Translate what the box holds, with the settings, once the model is there and free. A
+    // `quiet` request (the typing paused) clears the outputs of an empty box instead of saying
+    // "Nothing to translate", which the button and Ctrl+Enter still say.
+    function request({ quiet = false } = {}) {
+      clearTimeout(pause);
       const settings = readSettings(parts);
       if (!settings) return;
-      pending = !translator || busy;
-      if (!pending) run(parts.input.value, settings).catch(() => {});
+      if (quiet && !normalize(parts.input.value)) {
+        latest += 1; // (a translation still running is stale)
+        clear();
+        status("");
+        return;
+      }
+      pending = !translator || busy ? { quiet } : null;
+      if (pending) latest += 1; // the running one is stale: it stops, then this one runs
+      else run(parts.input.value, settings).catch(() => {});
     }
-    parts.go.onclick = request;
+    parts.go.onclick = () => request();
+    // As the reader types: a translation begun before the keystroke is stale, and the page
+    // translates once no key came for `api.typingPause` ms.
+    parts.input.addEventListener("input", () => {
+      latest += 1;
+      clearTimeout(pause);
+      pause = setTimeout(() => request({ quiet: true }), api.typingPause);
+    });
     parts.input.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
         event.preventDefault();
@@ -638,7 +667,7 @@
     parts.input.addEventListener("input", shownPieces);
     shownPieces();
     parts.go.disabled = false;
-    if (pending) request();
+    if (pending) request(pending);
     return { translator, run };
   }
 
@@ -646,9 +675,11 @@
     return new Promise((resolve) => setTimeout(resolve, 0)); // let the page draw between steps
   }
 
+  // typingPause: how long after the last keystroke the page translates on its own, in ms (about
+  // half a second, as the translators people know wait; the tests set it).
   const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, normalize, Tokenizer,
     Model, beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
-    CAPTIONS_ONLY }; // prettier-ignore
+    CAPTIONS_ONLY, typingPause: 500 }; // prettier-ignore
   if (typeof module === "object" && module.exports) module.exports = api;
   else root.TryIt = api;
   if (typeof document !== "undefined") {
