@@ -86,11 +86,7 @@ class MultiHeadedAttention(nn.Module):
         bias: bool = False,
     ) -> None:
         super().__init__()
-        if (d_k is None or d_v is None) and d_model % h != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by h={h}: each head gets d_k = d_v = "
-                f"d_model/h dimensions (§3.2.2); pick h dividing d_model, or give d_k and d_v"
-            )
+        _check_heads(h, d_model, d_k, d_v)  # h divides d_model, unless d_k and d_v are given
         self.h = h
         self.d_model = d_model
         self.d_k = d_k if d_k is not None else d_model // h
@@ -122,7 +118,7 @@ class MultiHeadedAttention(nn.Module):
 
     # From book/appendix_settings.ipynb,
     #   "How the package is built: settings, profiles and errors"
-    #   › "The input checks of attention and positions".
+    #   › "The input checks of attention, masks and positions".
     def _check_inputs(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None
     ) -> Tensor | None:
@@ -150,7 +146,7 @@ class MultiHeadedAttention(nn.Module):
 
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
-#   › "The input checks of attention and positions".
+#   › "The input checks of attention, masks and positions".
 def _check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
     """Raise a clear error unless query, key and value fit together, as `attention` needs."""
     if key.size(-1) != query.size(-1) or key.size(-2) != value.size(-2):
@@ -174,4 +170,13 @@ def _check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
         raise ValueError(
             f"attention mask of shape {tuple(mask.shape)} cannot broadcast to "
             f"{names} = {tuple(shape)}"
+        )
+
+
+def _check_heads(h: int, d_model: int, d_k: int | None, d_v: int | None) -> None:
+    """Raise a clear error unless h divides d_model, where d_k or d_v is left to default."""
+    if (d_k is None or d_v is None) and d_model % h != 0:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by h={h}: each head gets d_k = d_v = "
+            f"d_model/h dimensions (§3.2.2); pick h dividing d_model, or give d_k and d_v"
         )

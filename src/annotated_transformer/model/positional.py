@@ -37,7 +37,7 @@ class _PositionalBase(nn.Module):
 
     # From book/appendix_settings.ipynb,
     #   "How the package is built: settings, profiles and errors"
-    #   › "The input checks of attention and positions".
+    #   › "The input checks of attention, masks and positions".
     def _check_length(self, x: Tensor, offset: int) -> int:
         if x.dim() != 3:
             raise ValueError(
