@@ -1,11 +1,12 @@
 """Figures the book draws from code (hand-written, not generated from a chapter).
 
-    from annotated_transformer.figures import draw_architecture
-    draw_architecture()   # the paper's Figure 1, each box naming the class that implements it
+    from annotated_transformer.figures import draw_architecture, table1_chart
+    draw_architecture()      # the paper's Figure 1, each box naming the class that implements it
+    table1_chart(d=512)      # Table 1's complexity column against n (Altair)
 
 The chapters call these in collapsed cells, so that the page shows the picture and the code a
-reader studies, not the drawing. matplotlib and NumPy are imported only when a figure is drawn,
-so the package itself does not need them.
+reader studies, not the drawing. matplotlib, NumPy and Altair are imported only when a figure is
+drawn, so the package itself does not need them.
 """
 
 from __future__ import annotations
@@ -178,3 +179,36 @@ def draw_main_path_sizes() -> tuple[list[float], list[float]]:
     ax.legend(fontsize=8)
     plt.show()
     return post_sizes, pre_sizes
+
+
+def table1_chart(d: int = 512, k: int = 3, r: int = 16) -> Any:  # -> altair.LayerChart
+    """Table 1's complexity column (`annotated_transformer.model.complexity.table1`) against the
+    sequence length n, log-log, at width `d`, with a dashed rule at n = d; hover for values."""
+    import altair as alt
+
+    from annotated_transformer.model.complexity import table1
+
+    grid = [2**e for e in range(2, 15)]
+    records = [
+        {"n": n, "layer": row.layer, "operations": row.complexity}
+        for n in grid
+        for row in table1(n, d, k=k, r=r)
+    ]
+    lines = (
+        alt.Chart(alt.Data(values=records))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n"),
+            y=alt.Y("operations:Q", scale=alt.Scale(type="log"), title="operations per layer"),
+            color=alt.Color("layer:N", title=None),
+            tooltip=["layer:N", "n:Q", alt.Tooltip("operations:Q", format=".3s")],
+        )
+    )
+    crossover = (
+        alt.Chart(alt.Data(values=[{"n": d}]))
+        .mark_rule(strokeDash=[4, 4], color="gray")
+        .encode(x="n:Q")
+    )
+    return (lines + crossover).properties(
+        width=560, height=320, title=f"Complexity per layer, d = {d} (Table 1, constants dropped)"
+    )
