@@ -4,7 +4,9 @@ Most modules here are generated from the chapters of the book in `book/` (each s
 its top: edit the notebook, not the module). Hand-written modules carry no such header:
 
 - `cli`: the `annotated-transformer` command line;
-- `notebook`: plumbing the chapters call first (offline charts, crisp figures, the profile).
+- `notebook`: plumbing the chapters call first (offline charts, crisp figures, the profile);
+- `figures`: the drawing code of the book's figures (Figure 1, Table 1's costs), which the
+  chapters call in collapsed cells.
 
 Importing the package prints, downloads and seeds nothing.
 """
