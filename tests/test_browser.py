@@ -773,6 +773,7 @@ FIGURE_SCREENSHOTS = {
     "figure1": ("book/architecture.html", "figure-architecture"),
     "worked_attention": ("book/attention.html", "figure-worked-attention"),
     "step_by_step": ("book/decoding.html", "figure-step-by-step"),
+    "beam_helps": ("book/decoding.html", "figure-beam-helps"),
     "beam_tree": ("book/decoding.html", "figure-beam-tree"),
     "cache": ("book/fast_decoding.html", "figure-cache"),
 }
@@ -807,7 +808,8 @@ FIGURE_TEXT_SIZES = """async () => {
 def test_figures_can_be_read(browser, server: str) -> None:
     """No figure of the book has text under 10 px as shown in a 1280 px window, and the pages that
     draw the model and its searches have figures; screenshots of Figure 1, the worked attention,
-    the step-by-step decoding, the beam tree and the decoder's cache go to _build/screenshots/."""
+    the step-by-step decoding, the beam search that helps, the beam tree and the decoder's cache go
+    to _build/screenshots/."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
