@@ -818,7 +818,7 @@ def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
         ".map(s => [s.name, s.options.length])",
         chart,
     )
-    assert dict(menus) == {"sentence": 2, "kind": 3, "layer": 3, "head": 8}
+    assert dict(menus) == {"sentence": 2, "kind": 3, "layer": 3, "head": 9}  # and "mean"
     cells = (
         "(id) => [...document.querySelectorAll('#' + id + ' .marks path')]"
         ".map(e => e.getAttribute('fill')).join()"
