@@ -819,6 +819,18 @@ def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
         chart,
     )
     assert dict(menus) == {"sentence": 2, "kind": 3, "layer": 3, "head": 9}  # and "mean"
+    # It opens on the last layer's mean of heads, says which way it translates, and is saved.
+    opened = page.evaluate(
+        "(id) => Object.fromEntries([...document.querySelectorAll('#' + id + ' .vega-bindings "
+        "select')].map(s => [s.name, [s.selectedIndex, s.options.length, "
+        "s.options[s.selectedIndex].textContent]]))",
+        chart,
+    )
+    assert opened["layer"][0] == opened["layer"][1] - 1, opened
+    assert "mean" in opened["head"][2], opened
+    assert "German → English" in page.inner_text(f"#{chart}")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator(f"#{chart}").screenshot(path=str(SCREENSHOTS / "results_explorer.png"))
     cells = (
         "(id) => [...document.querySelectorAll('#' + id + ' .marks path')]"
         ".map(e => e.getAttribute('fill')).join()"
