@@ -828,7 +828,7 @@ def test_attention_explorer_follows_its_menus(browser, server: str) -> None:
     )
     assert opened["layer"][0] == opened["layer"][1] - 1, opened
     assert "mean" in opened["head"][2], opened
-    assert "German → English" in page.inner_text(f"#{chart}")
+    assert "German → English" in (page.text_content(f"#{chart}") or "")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator(f"#{chart}").screenshot(path=str(SCREENSHOTS / "results_explorer.png"))
     cells = (
