@@ -13,7 +13,8 @@ import torch
 from test_decoding import END, PAD, START, peaked, sources
 
 import annotated_transformer.decoding.search as search_module
-from annotated_transformer.decoding.search import SEARCHES, beam_search
+from annotated_transformer.decoding.search import beam_search
+from annotated_transformer.decoding.simple import SEARCHES, simple_beam_search
 from annotated_transformer.model.masks import padding_mask
 
 
@@ -129,3 +130,21 @@ def test_a_wrong_search_is_refused(options, message):
     src, src_mask = sources(2, seed=0, longest=3, vocab=9)
     with pytest.raises(ValueError, match=message):
         beam_search(model, src, src_mask, 8, START, END, **options)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_simple_search_stops_as_the_batched_one(seed):
+    """Both rules, one sentence at a time (`simple_beam_search`) and batched: the same best."""
+    vocab = 9
+    model = peaked(vocab, seed)
+    src, src_mask = sources(5, seed=200 + seed, longest=6, vocab=vocab)
+    max_len = (src_mask.sum(dim=(1, 2)) + 6).tolist()
+    for rule in SEARCHES:
+        batched = beam_search(model, src, src_mask, max_len, START, END, search=rule)
+        for i, limit in enumerate(max_len):
+            alone = src[i : i + 1, : int(src_mask[i].sum())]
+            (simple,) = simple_beam_search(
+                model, alone, padding_mask(alone, PAD), limit, START, END, search=rule
+            )
+            assert simple[0] == batched[i][0][0], (rule, i)
+            assert simple[1] == pytest.approx(batched[i][0][1], abs=1e-5)

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.decoding.cache import decode_step, start_cache
-from annotated_transformer.decoding.simple import check_beam_settings
+from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.model.masks import subsequent_mask
 
 
@@ -189,7 +189,7 @@ class _Beams:
     lane_at: Tensor  # (b,): the beam that holds the greedy prefix, or OWN, or NONE
     greedy: Tensor  # (b,): log P of the greedy prefix
     own: Tensor  # (g,): the sentences whose greedy lane has a row of its own
-    search: str = "k-finished"  # the stopping rule: "k-finished" or "t2t" (see `SEARCHES`)
+    search: str = "k-finished"  # the stopping rule, one of `decoding.simple.SEARCHES`
     worst: Tensor | None = None  # (b,): the lowest score among each one's k best finished
 
     def finish(self, i: int, score: float, ids: list[int], t: int) -> None:
@@ -412,9 +412,6 @@ def _drop_done(beams: _Beams, done: Tensor) -> None:
         beams.worst = beams.worst[keep]
 
 
-SEARCHES = ("k-finished", "t2t")  # the stopping rules: fairseq's and CTranslate2's; tensor2tensor's
-
-
 def _check_beam_inputs(
     src: Tensor,
     src_mask: Tensor,
@@ -428,10 +425,7 @@ def _check_beam_inputs(
     """Validate beam search's settings and batch; return each sentence's limit, (B,), and the
     settings as int, int and float."""
     k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha)  # (as the simple search)
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
-    if search == "t2t" and keep_greedy:
-        raise ValueError("keep_greedy goes with the k-finished search, not with search='t2t'")
+    check_search(search, keep_greedy)
     limits = _check_inputs(src, src_mask, max_len)
     if (limits < 2).any():
         raise ValueError(f"max_len must leave room for a token after the start symbol: {max_len}")

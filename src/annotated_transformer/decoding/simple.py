@@ -80,6 +80,7 @@ def simple_beam_search(
     alpha: float = 0.6,
     n_best: int = 1,
     trace: list[tuple[Tensor, Tensor, Tensor, Tensor]] | None = None,
+    search: str = "k-finished",
 ) -> list[tuple[list[int], float]]:
     """Beam search for one sentence, src (1, S) and src_mask (1, 1, S), the simple way.
 
@@ -88,6 +89,7 @@ def simple_beam_search(
     log P / lp(|Y|) with GNMT's lp(Y) = ((5 + |Y|) / 6)^α; the k best that do not end go on.
     The search stops at k finished hypotheses, or at `max_len`, where the live ones finish as
     they are. `search.beam_search` (plain) does the same, batched and with the cache.
+    `search="t2t"` stops as tensor2tensor did instead (see `t2t_bound_met`).
 
     With a list as `trace`, every step appends (ys, top, parent, token): the live prefixes
     (beams, t) and the log P, row and token of their 2k best extensions, best first.
@@ -96,6 +98,7 @@ def simple_beam_search(
         up to `n_best` pairs (token ids, score), best first.
     """
     k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha, cap_n_best=False)
+    check_search(search)
     device = src.device
     memory = model.encode(src, src_mask)  # (1, S, d_model)
     ys = torch.full((1, 1), start_symbol, dtype=torch.long, device=device)  # (beams, t)
@@ -113,17 +116,35 @@ def simple_beam_search(
             trace.append((ys, top, parent, token))
         lp = ((5 + t) / 6) ** alpha  # the length penalty of t generated tokens
         ends = (token == end_symbol) & top.isfinite()
-        for j in ends[:k].nonzero().flatten().tolist():  # only an </s> among the k best
+        ends[k:] &= search == "t2t"  # only an </s> among the k best (t2t: among all 2k)
+        for j in ends.nonzero().flatten().tolist():
             finished.append(([*ys[parent[j]].tolist(), end_symbol], float(top[j]) / lp))
         going = ((token != end_symbol) & top.isfinite()).nonzero().flatten()[:k]
         ys = torch.cat([ys[parent[going]], token[going].unsqueeze(1)], dim=1)  # (beams', t+1)
         scores = top[going]
         at_limit = t + 1 >= max_len
-        if at_limit:  # the live hypotheses finish as they are
+        if at_limit and (search == "k-finished" or not finished):  # live ones finish as they are
             finished += [(ids, s / lp) for ids, s in zip(ys.tolist(), scores.tolist(), strict=True)]
-        if at_limit or len(finished) >= k or ys.size(0) == 0:
+        if search == "k-finished":
+            done = len(finished) >= k
+        else:
+            done = t2t_bound_met(finished, scores, k, alpha, max_len - 1)
+        if at_limit or done or ys.size(0) == 0:
             break
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
+
+
+# From book/decoding.ipynb, "Decoding" › "Two ways to stop".
+def t2t_bound_met(
+    finished: list[tuple[list[int], float]], scores: Tensor, k: int, alpha: float, longest: int
+) -> bool:
+    """tensor2tensor's stopping test: the best live log P (scores, (beams,)) over the length
+    penalty of `longest` generated tokens is below the worst of the k best finished scores."""
+    if not finished:
+        return False
+    worst = sorted((score for _, score in finished), reverse=True)[:k][-1]
+    best_live = float(scores.max()) if scores.numel() else float("-inf")
+    return worst > best_live / ((5 + longest) / 6) ** alpha
 
 
 # From book/decoding.ipynb, "Decoding" › "Checked against exhaustive search".
@@ -185,3 +206,14 @@ def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any,
         raise ValueError(f"alpha must be >= 0 and at most {MAX_ALPHA:g} (the paper uses 0.6), "
                          f"got {alpha!r}")  # fmt: skip
     return int(beam_size), int(n_best), float(alpha)
+
+
+SEARCHES = ("k-finished", "t2t")  # beam search's stopping rules (see "Decoding")
+
+
+def check_search(search: Any, keep_greedy: bool = False) -> None:
+    """A ValueError unless `search` names a stopping rule that goes with `keep_greedy`."""
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+    if search == "t2t" and keep_greedy:
+        raise ValueError("keep_greedy goes with the k-finished search, not with search='t2t'")
