@@ -169,6 +169,7 @@ def _translator(args: argparse.Namespace):
     elif _ct2_export(args.checkpoint):
         from annotated_transformer.ct2_export import CT2Translator
 
+        _check_ct2_search(args, f"{args.checkpoint} is a CTranslate2 export")
         translator = CT2Translator.open(args.checkpoint, device=args.device or "cpu")
     else:
         translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
@@ -180,6 +181,15 @@ def _translator(args: argparse.Namespace):
     return translator
 
 
+def _check_ct2_search(args: argparse.Namespace, why: str) -> None:
+    """CTranslate2's beam search stops at k finished hypotheses and keeps no greedy lane."""
+    if getattr(args, "keep_greedy", False):
+        raise UsageError(f"--keep-greedy: {why}, whose search has no greedy hypothesis to keep")
+    if getattr(args, "search", "k-finished") != "k-finished":
+        raise UsageError(f"--search {args.search}: {why}, whose search stops at k finished "
+                         "hypotheses (--search k-finished)")  # fmt: skip
+
+
 def _quantized(translator: Any, args: argparse.Namespace) -> Any:
     """`translate --quantize int8`: the model converted to CTranslate2's int8 in memory."""
     from annotated_transformer.ct2_export import CT2Translator
@@ -188,6 +198,7 @@ def _quantized(translator: Any, args: argparse.Namespace) -> Any:
         raise UsageError(f"--quantize {args.quantize}: {args.checkpoint} is a CTranslate2 export "
                          f"already ({translator.origin['quantization']}); write another with "
                          f"export-ct2 --quantization {args.quantize}")  # fmt: skip
+    _check_ct2_search(args, f"--quantize {args.quantize} decodes with CTranslate2")
     _needs(f"translate --quantize {args.quantize}", ("ctranslate2",), "serve")
     if translator.bpe is None:
         raise ValueError(f"{args.checkpoint}: --quantize needs a run with the shared BPE "
@@ -496,6 +507,7 @@ def _translate_chunk(translator, lines: list[str], first: int, args: argparse.Na
         outputs = translator.translate(
             [lines[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
             keep_greedy=args.keep_greedy, progress=bool(args.text) and sys.stderr.isatty(),
+            search=args.search,
         )  # fmt: skip
     except ValueError as error:  # "sentence N ...": N counted among this chunk's sentences
         found = re.match(r"sentence (\d+) ", str(error))
@@ -536,11 +548,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoding_name(beam: int, alpha: float, keep_greedy: bool = False) -> str:
+def _decoding_name(
+    beam: int, alpha: float, keep_greedy: bool = False, search: str = "k-finished"
+) -> str:
     if beam == 1:
         return "greedy decoding"
     lane = ", with the greedy hypothesis" if keep_greedy else ""
-    return f"beam search, {beam} beams, alpha {alpha}{lane}"
+    rule = ", tensor2tensor's stopping rule" if search == "t2t" else ""
+    return f"beam search, {beam} beams, alpha {alpha}{lane}{rule}"
 
 
 def _splits(given: list[str], known: Sequence[str], wmt: Sequence[str] = ()) -> list[str]:
@@ -610,6 +625,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         f"avg{len(averaged)}" if averaged else "last",
         "greedy" if args.beam == 1 else f"beam{args.beam}",
         *(["keepgreedy"] if args.keep_greedy and args.beam > 1 else []),
+        *(["t2t"] if args.search == "t2t" and args.beam > 1 else []),
     ])  # fmt: skip
     for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
@@ -666,9 +682,10 @@ def _evaluate_split(
     result = run(
         translator, split, args.data_dir if wmt is None else wmt, beam_size=args.beam,
         alpha=args.alpha, keep_greedy=args.keep_greedy, progress=sys.stderr.isatty(),
+        search=args.search,
     )  # fmt: skip
     skipped = f" ({result.skipped} pairs with an empty side left out)" if result.skipped else ""
-    decoding = _decoding_name(args.beam, args.alpha, args.keep_greedy)
+    decoding = _decoding_name(args.beam, args.alpha, args.keep_greedy, args.search)
     print(f"{split}: {len(result.hypotheses)} sentences{skipped}, {decoding}, "
           f"{result.seconds:.1f} s")  # fmt: skip
     for key in ("sacrebleu", "chrf", "bleu_lowercase"):
@@ -685,6 +702,7 @@ def _evaluate_split(
                 "beam_size": args.beam,
                 "alpha": args.alpha if args.beam > 1 else None,
                 "keep_greedy": args.keep_greedy and args.beam > 1,
+                "search": args.search if args.beam > 1 else None,
                 "max_output_tokens": "source tokens + 50 (§6.1)",
             },
             device=describe_device(next(translator.model.parameters()).device),
@@ -854,7 +872,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     (words,) = translate_ids(
         translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
         max_tokens=translator.max_tokens, beam_size=args.beam, alpha=args.alpha,
-        keep_greedy=args.keep_greedy,
+        keep_greedy=args.keep_greedy, search=args.search,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
     device = next(translator.model.parameters()).device
@@ -1062,7 +1080,8 @@ def _add_evaluate(commands: Commands) -> None:
         ".de for an English→German model)",
     )  # fmt: skip
     evaluate.add_argument("--tag", help="name of the recorded files (default e.g. avg5-beam4, "
-                          "avg5-beam4-keepgreedy with --keep-greedy)")  # fmt: skip
+                          "avg5-beam4-keepgreedy with --keep-greedy, avg5-beam4-t2t with "
+                          "--search t2t)")  # fmt: skip
     _model_options(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
 
@@ -1168,8 +1187,14 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--keep-greedy", action="store_true",
-        help="let the greedy hypothesis compete with the beams (default: the paper's plain beam "
+        help="let the greedy hypothesis compete with the beams (default: the plain beam "
         "search; see the chapter Decoding)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--search", choices=["k-finished", "t2t"], default="k-finished",
+        help="beam search's stopping rule: k-finished stops at k finished hypotheses (fairseq, "
+        "CTranslate2, the page; the default), t2t at tensor2tensor's bound, as the paper's "
+        "authors' code did (exact, slower; see the chapter Decoding)",
     )  # fmt: skip
 
 

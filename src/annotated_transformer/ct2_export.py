@@ -211,10 +211,13 @@ class CT2Translator(Translator):
         alpha: float = 0.6,
         progress: bool = False,
         keep_greedy: bool = False,
+        search: str = "k-finished",
     ) -> list[str]:
         """Translations as `Translator.translate` makes them, decoded by CTranslate2."""
         if keep_greedy:
             raise ValueError("keep_greedy: CTranslate2's search has no greedy hypothesis to keep")
+        if search != "k-finished":
+            raise ValueError(f"search={search!r}: CTranslate2's search stops at k finished ones")
         beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # as our searches check them
         if beam_size > len(self.tgt_vocab):
             raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "

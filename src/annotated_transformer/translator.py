@@ -72,11 +72,13 @@ class Translator:
         alpha: float = 0.6,
         progress: bool = False,
         keep_greedy: bool = False,
+        search: str = "k-finished",
     ) -> list[str]:
         """Translations, one string per sentence: beam search (k = 1: greedy) as in §6.1.
 
-        The search is the paper's plain beam search; `keep_greedy=True` also lets the greedy
-        hypothesis compete (`beam_search`'s option, see "Decoding").
+        The search is the plain beam search that stops at k finished hypotheses; `keep_greedy=True`
+        also lets the greedy hypothesis compete, and `search="t2t"` stops as tensor2tensor did
+        (`beam_search`'s options, see "Decoding").
 
         `sentences` is a list (or another sequence) of strings; one string alone is refused with
         a TypeError, since a string is a sequence too, of characters: `translate([sentence])[0]`.
@@ -88,7 +90,7 @@ class Translator:
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,
             max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
-            progress=progress,
+            progress=progress, search=search,
         )  # fmt: skip
         return [self.detokenize(tokens) for tokens in outputs]
 

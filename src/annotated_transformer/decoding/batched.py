@@ -20,7 +20,7 @@ from tqdm import tqdm
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from annotated_transformer.decoding.search import beam_search, greedy_decode
-from annotated_transformer.decoding.simple import check_beam_settings
+from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.model.masks import padding_mask
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
@@ -38,6 +38,7 @@ def translate_ids(
     alpha: float = 0.6,
     keep_greedy: bool = False,
     progress: bool = False,
+    search: str = "k-finished",
 ) -> list[list[str]]:
     """Translations of encoded sources (each (n,), ending with `</s>`), as target tokens.
 
@@ -45,9 +46,10 @@ def translate_ids(
     greedy decoding. Sources are batched by length, at most `max_tokens` source positions per
     batch for greedy and a k-th of that for k beams. An output has at most n + EXTRA_LENGTH
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
-    `keep_greedy` is `beam_search`'s; `progress` shows a bar.
+    `keep_greedy` and `search` are `beam_search`'s; `progress` shows a bar.
     """
     beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
+    check_search(search, keep_greedy)
     if beam_size > len(tgt_vocab):
         raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
                          f"({len(tgt_vocab)} tokens): give at most {len(tgt_vocab)}")  # fmt: skip
@@ -72,8 +74,9 @@ def translate_ids(
             rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
         else:
             found = beam_search(
-                model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha, keep_greedy=keep_greedy
-            )
+                model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha,
+                keep_greedy=keep_greedy, search=search,
+            )  # fmt: skip
             rows = [hypotheses[0][0] for hypotheses in found]
         for i, row in zip(indices, rows, strict=True):
             out[i] = tgt_vocab.decode(row)

@@ -69,9 +69,11 @@ def newstest_files(
 def evaluate_newstest(
     translator: Any, split: str, folder: str | os.PathLike[str], *, beam_size: int = 4,
     alpha: float = 0.6, keep_greedy: bool = False, progress: bool = False,
+    search: str = "k-finished",
 ) -> Evaluation:  # fmt: skip
     """Translate a newstest set with the `Translator` of a WMT run, in its direction, and score
     it against the references: `evaluate_split`, for WMT 2014."""
     src, ref = (list(read_lines(p)) for p in newstest_files(split, folder, translator.config.pair))
     return evaluate_pairs(translator, split, list(zip(src, ref, strict=True)), beam_size=beam_size,
-                          alpha=alpha, keep_greedy=keep_greedy, progress=progress)  # fmt: skip
+                          alpha=alpha, keep_greedy=keep_greedy, progress=progress,
+                          search=search)  # fmt: skip

@@ -84,6 +84,7 @@ def evaluate_split(
     keep_greedy: bool = False,
     progress: bool = False,
     first: int | None = None,
+    search: str = "k-finished",
 ) -> Evaluation:
     """Translate a Multi30k split with a `Translator`, in its run's direction, and score it
     against its references (beam search as `Translator.translate` runs it: plain unless
@@ -93,7 +94,7 @@ def evaluate_split(
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
     raw = read_split(split, data_dir, translator.config.pair)[:first]
     return evaluate_pairs(translator, split, raw, beam_size=beam_size, alpha=alpha,
-                          keep_greedy=keep_greedy, progress=progress)  # fmt: skip
+                          keep_greedy=keep_greedy, progress=progress, search=search)  # fmt: skip
 
 
 def evaluate_pairs(
