@@ -313,3 +313,18 @@ def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, cap
     assert record["largest_weight_difference"] == {"plain vs plain": 0.0, "plain vs torchrun": 0.0}
     assert len(record["losses"]["plain"]) == 2
     assert record["losses"]["plain"] == record["losses"]["torchrun"]
+
+
+def test_the_search_rules_benchmark_writes_a_complete_record(data_dir, tmp_path, capsys):
+    import search_rules
+
+    out = tmp_path / "rules.json"
+    args = ["--data-dir", str(data_dir), "--limit", "12", "--rounds", "2", "--output", str(out)]
+    assert search_rules.main(args) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "search_rules" and record["sentences"] == 12
+    assert sorted(record["rules"]) == ["k-finished", "t2t"]
+    for row in record["rules"].values():
+        assert len(row["seconds_per_round"]) == 2 and row["decoder_steps"] > 0
+    assert 0 <= record["different_translations"] <= 12
