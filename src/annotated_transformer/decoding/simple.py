@@ -134,19 +134,6 @@ def simple_beam_search(
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
 
 
-# From book/decoding.ipynb, "Decoding" › "Two ways to stop".
-def t2t_bound_met(
-    finished: list[tuple[list[int], float]], scores: Tensor, k: int, alpha: float, longest: int
-) -> bool:
-    """tensor2tensor's stopping test: the best live log P (scores, (beams,)) over the length
-    penalty of `longest` generated tokens is below the worst of the k best finished scores."""
-    if not finished:
-        return False
-    worst = sorted((score for _, score in finished), reverse=True)[:k][-1]
-    best_live = float(scores.max()) if scores.numel() else float("-inf")
-    return worst > best_live / ((5 + longest) / 6) ** alpha
-
-
 # From book/decoding.ipynb, "Decoding" › "Checked against exhaustive search".
 @torch.no_grad()
 def exhaustive_search(
@@ -180,6 +167,19 @@ def exhaustive_search(
 
     walk([start_symbol], torch.zeros((), device=src.device))
     return sorted(outputs, key=lambda pair: pair[1], reverse=True)
+
+
+# From book/decoding.ipynb, "Decoding" › "Two ways to stop".
+def t2t_bound_met(
+    finished: list[tuple[list[int], float]], scores: Tensor, k: int, alpha: float, longest: int
+) -> bool:
+    """tensor2tensor's stopping test: the best live log P (scores, (beams,)) over the length
+    penalty of `longest` generated tokens is below the worst of the k best finished scores."""
+    if not finished:
+        return False
+    worst = sorted((score for _, score in finished), reverse=True)[:k][-1]
+    best_live = float(scores.max()) if scores.numel() else float("-inf")
+    return worst > best_live / ((5 + longest) / 6) ** alpha
 
 
 # From book/appendix_settings.ipynb,
