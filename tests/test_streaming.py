@@ -121,3 +121,51 @@ def test_chunk_must_be_a_positive_count() -> None:
         [*TRANSLATE, "--chunk", "0", SENTENCE], capture_output=True, text=True, timeout=LIMIT_S
     )
     assert result.returncode == 2 and "--chunk: expected a positive integer" in result.stderr
+
+
+# --- the Python API: Translator.translate_stream -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def translator():
+    from annotated_transformer.translator import Translator
+
+    return Translator.from_checkpoint(RUN, device="cpu")
+
+
+def test_translate_stream_reads_a_chunk_ahead_and_gives_what_translate_gives(translator):
+    sentences = [SENTENCE, "", "Eine Frau lacht.", "  ", "Zwei Kinder spielen."] * 3
+    pulled = []
+
+    def source():  # a generator that notes how far it has been read
+        for sentence in sentences:
+            pulled.append(sentence)
+            yield sentence
+
+    stream = translator.translate_stream(source(), chunk=4, beam_size=1)
+    first = next(stream)
+    assert len(pulled) == 4  # one chunk read, no more
+    rest = list(stream)
+    whole = translator.translate([s for s in sentences if s.strip()], beam_size=1)
+    expected = iter(whole)
+    assert [first, *rest] == [next(expected) if s.strip() else "" for s in sentences]
+
+
+@pytest.mark.parametrize(
+    ("sentences", "chunk", "error", "message"),
+    [
+        ("Ein Hund.", 4, TypeError, "not one string"),
+        ([SENTENCE], 0, ValueError, "chunk must be a positive integer, got 0"),
+        ([SENTENCE], True, ValueError, "chunk must be a positive integer, got True"),
+    ],
+)
+def test_translate_stream_refuses_what_it_cannot_stream(
+    translator, sentences, chunk, error, message
+):
+    with pytest.raises(error, match=message):
+        next(translator.translate_stream(sentences, chunk=chunk))
+
+
+def test_translate_stream_of_nothing_is_nothing(translator):
+    assert list(translator.translate_stream(iter([]))) == []
+    assert list(translator.translate_stream(["", " "])) == ["", ""]

@@ -12,15 +12,17 @@ decoding and beam search) are in `annotated_transformer.decoding.search` ("Fast 
 """
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from annotated_transformer.data.bpe import BPETokenizer
-from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokenize
+from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokenize, normalize
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
@@ -129,6 +131,15 @@ class Translator:
         return cls(loaded.model.to(device), loaded.config, vocab, vocab, origin=loaded.origin,
                    bpe=loaded.bpe)  # fmt: skip
 
+    def translate_stream(
+        self, sentences: Iterable[str], chunk: int = 500, **decoding: Any
+    ) -> Iterator[str]:
+        """Translations of `sentences` (a list, a file's lines, a generator) as they come, `chunk`
+        at a time, with `translate`'s settings (`beam_size`, `alpha`, `search`, ...): one per
+        sentence, in order, "" for an empty one."""
+        translate = lambda batch: self.translate(batch, **decoding)  # noqa: E731
+        return translate_in_chunks(translate, sentences, chunk)
+
 
 def refuse_one_string(sentences: Sequence[str]) -> None:
     """A TypeError for a string where a list of sentences belongs (it would be read as one
@@ -138,3 +149,21 @@ def refuse_one_string(sentences: Sequence[str]) -> None:
             f"expected a list of sentences, got one string ({sentences[:30]!r}); to translate "
             f"one sentence, give a list of one: translate([sentence])[0]"
         )
+
+
+def translate_in_chunks(
+    translate: Callable[[list[str]], list[str]], sentences: Iterable[str], chunk: int
+) -> Iterator[str]:
+    """`translate` over `sentences`, `chunk` at a time: one translation per sentence, in order,
+    each chunk's as soon as it is done ("" for an empty sentence). It reads at most one chunk
+    ahead, so memory stays bounded however many sentences come."""
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be an iterable of strings, not one string")
+    remaining = iter(sentences)
+    while lines := list(islice(remaining, chunk)):
+        filled = [i for i, line in enumerate(lines) if normalize(line)]
+        outputs = translate([lines[i] for i in filled]) if filled else []
+        done = dict(zip(filled, outputs, strict=True))
+        yield from (done.get(i, "") for i in range(len(lines)))
