@@ -2,7 +2,7 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Embeddings and softmax".
-"""Token embeddings scaled by √d_model (§3.4); `make_model(..., share_embeddings=True)` ties them."""
+"""Token embeddings scaled by √d_model (§3.4); make_model's share_embeddings=True ties them."""
 
 import math
 
