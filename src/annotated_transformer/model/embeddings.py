@@ -2,13 +2,7 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Embeddings and softmax".
-"""Token embeddings scaled by √d_model (§3.4).
-
-The weight sharing of §3.4 is done by
-`annotated_transformer.model.transformer.make_model(..., share_embeddings=True)`.
-
-Shapes: B batch, T positions, d_model model width, V vocabulary size.
-"""
+"""Token embeddings scaled by √d_model (§3.4); make_model's share_embeddings=True ties them."""
 
 import math
 
@@ -18,11 +12,8 @@ from torch import Tensor, nn
 class Embeddings(nn.Module):
     """A learned lookup table whose vectors are multiplied by √d_model (§3.4).
 
-    The table starts with entries drawn from N(0, 1/d_model) (tensor2tensor's initialization), so
-    that the scaled embeddings have entries of size about 1, and so that a generator sharing this
-    weight starts with output scores of size about 1.
-
-    Shape: token ids (B, T) -> (B, T, d_model).
+    Entries start from N(0, 1/d_model) (tensor2tensor): the scaled embeddings, and the scores of a
+    generator sharing the weight, start of size about 1. Shape: (B, T) ids -> (B, T, d_model).
     """
 
     def __init__(self, d_model: int, vocab: int) -> None:

@@ -4,10 +4,7 @@
 # From book/embeddings.ipynb,
 #   "Feed-forward, embeddings and positions"
 #   › "Position-wise feed-forward networks".
-"""The position-wise feed-forward network, FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3, Eq. 2).
-
-Shapes: B batch, T positions, d_model model width, d_ff inner width.
-"""
+"""The position-wise feed-forward network, FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3, Eq. 2)."""
 
 from torch import Tensor, nn
 
@@ -15,12 +12,8 @@ from torch import Tensor, nn
 class PositionwiseFeedForward(nn.Module):
     """Two linear layers with a ReLU between, applied to every position alike (§3.3, Eq. 2).
 
-    Args:
-        d_model: input and output width.
-        d_ff: inner width (2048 in the base model).
-        dropout: dropout on the ReLU activations (not in the paper; `make_model` passes 0).
-
-    Shape: (B, T, d_model) -> (B, T, d_model).
+    `dropout` acts on the ReLU activations (not in the paper; `make_model` passes 0).
+    Shape: (B, T, d_model) -> (B, T, d_model), with width d_ff (2048 in the base model) inside.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:

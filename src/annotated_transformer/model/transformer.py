@@ -2,10 +2,7 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/full_model.ipynb, "The full model" › "One configuration, one builder".
-"""The whole Transformer: its configuration, `build_model` and `make_model` (§3, Table 3).
-
-Shapes: B batch, S source positions, T target positions, d_model model width, V vocabulary.
-"""
+"""The whole Transformer (§3): its configuration (Table 3), `build_model` and `make_model`."""
 
 import copy
 from dataclasses import dataclass, replace
@@ -78,14 +75,10 @@ def build_model(config: ModelConfig) -> EncoderDecoder:
     )
     ff = PositionwiseFeedForward(d_model, config.d_ff, config.ffn_dropout)
     position = POSITIONAL[config.positional](d_model, config.dropout, config.max_len)
+    drop, pre = config.dropout, config.norm_first  # P_drop; pre-norm (not the paper's)
     model = EncoderDecoder(
-        encoder=Encoder(
-            EncoderLayer(d_model, c(attn), c(ff), config.dropout, config.norm_first), config.N
-        ),
-        decoder=Decoder(
-            DecoderLayer(d_model, c(attn), c(attn), c(ff), config.dropout, config.norm_first),
-            config.N,
-        ),
+        encoder=Encoder(EncoderLayer(d_model, c(attn), c(ff), drop, pre), config.N),
+        decoder=Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), drop, pre), config.N),
         src_embed=nn.Sequential(Embeddings(d_model, config.src_vocab), c(position)),
         tgt_embed=nn.Sequential(Embeddings(d_model, config.tgt_vocab), c(position)),
         generator=Generator(d_model, config.tgt_vocab),
@@ -102,20 +95,10 @@ def build_model(config: ModelConfig) -> EncoderDecoder:
     return model
 
 
-def make_model(
-    src_vocab: int,
-    tgt_vocab: int,
-    N: int = 6,
-    d_model: int = 512,
-    d_ff: int = 2048,
-    h: int = 8,
-    dropout: float = 0.1,
-    **options: Any,
-) -> EncoderDecoder:
-    """The Transformer, base model by default: `build_model(ModelConfig(...))`.
-
-    `options`: the other fields of `ModelConfig` (share_embeddings, norm_first, positional, ...).
-    """
+def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048,
+               h: int = 8, dropout: float = 0.1, **options: Any) -> EncoderDecoder:  # fmt: skip
+    """The Transformer, base model by default: `build_model(ModelConfig(...))`; `options` are
+    the other fields of `ModelConfig` (share_embeddings, norm_first, positional, ...)."""
     return build_model(
         ModelConfig(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout=dropout, **options)
     )
