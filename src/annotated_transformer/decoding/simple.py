@@ -54,19 +54,6 @@ def simple_greedy_decode(
     return ys
 
 
-def check_greedy_arguments(src: Tensor, src_mask: Tensor, max_len: int) -> None:
-    """Raise a ValueError unless src is (B, S), src_mask (B, 1, S) and max_len >= 1."""
-    if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
-    if src_mask.shape != (src.size(0), 1, src.size(1)):
-        raise ValueError(
-            f"src_mask must be (B, 1, S) = {(src.size(0), 1, src.size(1))} for src of shape "
-            f"{tuple(src.shape)}, got {tuple(src_mask.shape)}"
-        )
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
-
-
 # From book/decoding.ipynb, "Decoding" › "Beam search, written for one sentence".
 @torch.no_grad()
 def simple_beam_search(
@@ -217,3 +204,19 @@ def check_search(search: Any, keep_greedy: bool = False) -> None:
         raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
     if search == "t2t" and keep_greedy:
         raise ValueError("keep_greedy goes with the k-finished search, not with search='t2t'")
+
+
+# From book/appendix_settings.ipynb,
+#   "How the package is built: settings, profiles and errors"
+#   › "The copy task and greedy decoding".
+def check_greedy_arguments(src: Tensor, src_mask: Tensor, max_len: int) -> None:
+    """Raise a ValueError unless src is (B, S), src_mask (B, 1, S) and max_len >= 1."""
+    if src.dim() != 2:
+        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+    if src_mask.shape != (src.size(0), 1, src.size(1)):
+        raise ValueError(
+            f"src_mask must be (B, 1, S) = {(src.size(0), 1, src.size(1))} for src of shape "
+            f"{tuple(src.shape)}, got {tuple(src_mask.shape)}"
+        )
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
