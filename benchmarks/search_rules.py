@@ -95,7 +95,7 @@ def bench_search_rules(args: argparse.Namespace, argv: Sequence[str]) -> int:
     differ = sum(a != b for a, b in zip(found["k-finished"][0], found["t2t"][0], strict=True))
     report = {
         "benchmark": "search_rules",
-        "command": command("benchmarks/search_rules.py", argv),
+        "command": command("search_rules.py", argv),
         "date": now(),
         "device": describe_device(next(translator.model.parameters()).device),
         "threads": args.threads,
