@@ -217,7 +217,7 @@ FIND = "import importlib.util as u; print(u.find_spec('annotated_transformer'))"
     ("chapter", "installed", "expected"),
     [
         ("background", True, None),  # runs to its end
-        ("real_world", True, "This chapter reads results/multi30k-small, kept in the book's"),
+        ("real_world", True, "This chapter reads results/multi30k-small and results/release, kept"),
         ("background", False, "UsageError: This chapter needs the package annotated-transformer"),
     ],
     ids=["runs", "reads-results", "no-package"],

@@ -197,7 +197,7 @@ def test_the_cli_trains_translates_and_evaluates_with_bpe(bpe_run, data_dir, cap
     record = json.loads((tmp_path / "mscoco-last-beam2-keepgreedy.json").read_text())
     assert code == 0 and "beam search, 2 beams, alpha 0.6, with the greedy hypothesis" in out
     assert record["decoding"] == {
-        "beam_size": 2, "alpha": 0.6, "keep_greedy": True,
+        "beam_size": 2, "alpha": 0.6, "keep_greedy": True, "search": "k-finished",
         "max_output_tokens": "source tokens + 50 (§6.1)",
     }  # fmt: skip
     code, out, _ = run_cli(capsys, "attention", "--checkpoint", str(bpe_run), "--beam", "1",

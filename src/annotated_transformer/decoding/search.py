@@ -467,8 +467,7 @@ def beam_search(
     continuations by log-probability. A continuation that ends with `end_symbol` (and ranks
     among the k best) is finished, scored log P / lp(|Y|); a sentence stops once it has k
     finished hypotheses or reaches its maximum length, where its live hypotheses count as
-    finished as they are. With k = 1 this is greedy decoding. That is the "k-finished" rule of
-    fairseq and CTranslate2; `search="t2t"` is tensor2tensor's (see `_bound_met`).
+    finished as they are. With k = 1 this is greedy decoding.
 
     Args:
         model, src, src_mask, max_len, start_symbol: as for `greedy_decode`.
@@ -479,10 +478,7 @@ def beam_search(
         keep_greedy: also follow the greedy hypothesis to its end and let it compete, so the
             result never scores below greedy decoding's (it costs a row only when the beam
             drops it). Off (the default): the paper's plain beam search.
-        search: the stopping rule. "k-finished" (the default): as above. "t2t": the paper's
-            authors' code, tensor2tensor: a continuation among all 2k candidates may finish,
-            and the batch stops once no live hypothesis of any sentence can beat the worst of
-            that sentence's k best finished ones (or at the limit); exact, and slower.
+        search: the stopping rule, "k-finished" as above or "t2t" (tensor2tensor's: `_bound_met`).
         start, step: how the decoder state begins and advances (`start_cache`, `decode_step`:
             the cache); the benchmark passes ones that re-read the whole prefix instead.
 

@@ -74,9 +74,8 @@ def simple_beam_search(
     Every step re-runs the decoder over each live prefix, extends it by every token, and ranks
     the extensions by log P. An `</s>` among the k best finishes a hypothesis, scored
     log P / lp(|Y|) with GNMT's lp(Y) = ((5 + |Y|) / 6)^α; the k best that do not end go on.
-    The search stops at k finished hypotheses, or at `max_len`, where the live ones finish as
-    they are. `search.beam_search` (plain) does the same, batched and with the cache.
-    `search="t2t"` stops as tensor2tensor did instead (see `t2t_bound_met`).
+    The search stops at k finished hypotheses (`search="t2t"`: at `t2t_bound_met`), or at
+    `max_len`, where the live ones finish as they are. `search.beam_search` does the same, batched.
 
     With a list as `trace`, every step appends (ys, top, parent, token): the live prefixes
     (beams, t) and the log P, row and token of their 2k best extensions, best first.
@@ -112,10 +111,8 @@ def simple_beam_search(
         at_limit = t + 1 >= max_len
         if at_limit and (search == "k-finished" or not finished):  # live ones finish as they are
             finished += [(ids, s / lp) for ids, s in zip(ys.tolist(), scores.tolist(), strict=True)]
-        if search == "k-finished":
-            done = len(finished) >= k
-        else:
-            done = t2t_bound_met(finished, scores, k, alpha, max_len - 1)
+        done = (len(finished) >= k if search == "k-finished"
+                else t2t_bound_met(finished, scores, k, alpha, max_len - 1))  # fmt: skip
         if at_limit or done or ys.size(0) == 0:
             break
     return sorted(finished, key=lambda pair: pair[1], reverse=True)[:n_best]
