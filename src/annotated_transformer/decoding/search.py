@@ -475,12 +475,10 @@ def beam_search(
         beam_size: k, hypotheses kept per sentence (the paper: 4).
         alpha: the length penalty's α (the paper: 0.6).
         n_best: how many finished hypotheses to return per sentence (at most k).
-        keep_greedy: also follow the greedy hypothesis to its end and let it compete, so the
-            result never scores below greedy decoding's (it costs a row only when the beam
-            drops it). Off (the default): the paper's plain beam search.
+        keep_greedy: also follow the greedy hypothesis to its end and let it compete (a row of
+            its own only when the beam drops it); off by default, the plain beam search.
         search: the stopping rule, "k-finished" as above or "t2t" (tensor2tensor's: `_bound_met`).
-        start, step: how the decoder state begins and advances (`start_cache`, `decode_step`:
-            the cache); the benchmark passes ones that re-read the whole prefix instead.
+        start, step: how the decoder state begins and advances (default: the cache).
 
     Returns:
         for each sentence, up to `n_best` pairs (token ids, score), best first. The ids begin

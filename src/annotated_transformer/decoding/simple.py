@@ -77,11 +77,9 @@ def simple_beam_search(
     The search stops at k finished hypotheses (`search="t2t"`: at `t2t_bound_met`), or at
     `max_len`, where the live ones finish as they are. `search.beam_search` does the same, batched.
 
-    With a list as `trace`, every step appends (ys, top, parent, token): the live prefixes
-    (beams, t) and the log P, row and token of their 2k best extensions, best first.
-
-    Returns:
-        up to `n_best` pairs (token ids, score), best first.
+    A list as `trace` gets (ys, top, parent, token) each step: the live prefixes (beams, t) and
+    the log P, row and token of their 2k best extensions, best first. Returns up to `n_best`
+    pairs (token ids, score), best first.
     """
     k, n_best, alpha = check_beam_settings(beam_size, n_best, alpha, cap_n_best=False)
     check_search(search)
