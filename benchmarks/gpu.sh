@@ -43,7 +43,13 @@
 #             "Subwords" read under the full profile on CUDA; rows recorded already are skipped,
 #             so each call goes on where the last stopped; $SECONDS_CAP caps it (default 540 s).
 #             It then prints the base row's validation BLEU and whether it converged (within
-#             0.5 BLEU over its last 20 % of validations)
+#             0.5 BLEU over its last 20 % of validations). The training curves of the rows
+#             still running go to OUT too (progress.tar.gz): /tmp/runs stays while the machine is
+#             warm, so a call made within its 30 s continues those rows where they stopped. The
+#             word-level rows need spaCy: install its wheels first (`wheels`, below), its own
+#             wheel in one call and the rest in the next (on 2026-11-27, 25 of the 26 rows in
+#             one 8-minute call with JOBS=12 on an H200: results/gpu-calls-h200.log)
+#   decoding  benchmarks/decoding.py with the shipped model (no training needed): 2 min
 #
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
@@ -56,14 +62,19 @@
 #   W="pip download --only-binary=:all: --python-version 3.12 --implementation cp \
 #      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
 #   $W -d .gpu-spacy spacy && rm .gpu-spacy/numpy-* .gpu-spacy/tqdm-*            # about 60 MB
+#   # with the working tree (24 MB) that is over 64 MiB: spaCy's own wheel (35 MB) apart
+#   mkdir .gpu-spacy2 && find .gpu-spacy -name '*.whl' ! -name 'spacy-[0-9]*' -exec mv {} .gpu-spacy2 \;
 #   $W -d .gpu-plots ipython matplotlib matplotlib-inline altair && rm .gpu-plots/numpy-*  # 35 MB
-#   echo /.gpu-spacy/ >> .git/info/exclude; echo /.gpu-plots/ >> .git/info/exclude
+#   echo /.gpu-spacy/ >> .git/info/exclude; echo /.gpu-spacy2/ >> .git/info/exclude
+#   echo /.gpu-plots/ >> .git/info/exclude
 #
 # then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels .gpu-spacy`; carry
-# [".gpu", ".gpu-plots"], `bash benchmarks/gpu.sh wheels .gpu-plots && bash benchmarks/gpu.sh
-# chapters $OUT`; later calls carry [".gpu"] only.
+# [".gpu-spacy2"], `bash benchmarks/gpu.sh wheels .gpu-spacy2`; carry [".gpu", ".gpu-plots"],
+# `bash benchmarks/gpu.sh wheels .gpu-plots && bash benchmarks/gpu.sh chapters $OUT`; later calls
+# carry [".gpu"] only. Each call within 30 s of the last, or the machine (and what the calls
+# installed) goes back.
 set -euo pipefail
-usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3 OUT"
+usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding OUT"
 step=${1:?$usage}
 out=${2:?$usage}
 if [ "$step" = wheels ]; then  # OUT is the folder of wheels
@@ -141,9 +152,16 @@ table3)
     log "grid exited with status $status (124: stopped at the cap; the next call goes on)"
     python3 benchmarks/converged.py /tmp/runs/variations/full/base/metrics.jsonl || true
     tar -C results -czf "$out/variations-full-cuda.tar.gz" variations-full-cuda
+    (cd /tmp/runs/variations && tar -czf "$out/progress.tar.gz" $(find . -name metrics.jsonl)) || true
+    ;;
+decoding)
+    log "decoding speed, the shipped model"
+    python3 benchmarks/decoding.py --device cuda --no-engines \
+        --output results/bench-decoding-cuda.json
+    cp results/bench-decoding-cuda.json "$out/"
     ;;
 *)
-    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters or table3" >&2
+    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters, table3 or decoding" >&2
     exit 2
     ;;
 esac

@@ -151,7 +151,39 @@ def test_convergence_is_judged_on_the_last_fifth_of_the_validations(tmp_path, ca
 
 def test_the_gpu_script_has_every_step_of_part_two():
     script = (ROOT / "benchmarks" / "gpu.sh").read_text()
-    for step in ("bench", "ddp", "base", "wheels", "chapters", "table3"):
+    for step in ("bench", "ddp", "base", "wheels", "chapters", "table3", "decoding"):
         assert f"\n{step})" in script or f'"$step" = {step}' in script, step
     assert "tools/run_chapters.py --record results/chapters-full-cuda.json" in script
     assert "--results results/variations-full-cuda" in script
+
+
+def test_a_variation_stopped_by_a_signal_records_nothing(tmp_path, monkeypatch, capsys):
+    """`timeout -s TERM` in `gpu.sh table3` stops every row's process: each saves and records
+    nothing, so the next call of the grid goes on with it instead of keeping a short run."""
+    import argparse
+    import signal
+
+    from annotated_transformer.training import run as training
+
+    def stopped_early(config, run_dir, **how):
+        return training.Outcome(step=3, checkpoint=run_dir / "checkpoint-00000003.pt",
+                                stopped_by=signal.SIGTERM, val_loss=None, val_bleu=None,
+                                model=None)  # fmt: skip
+
+    monkeypatch.setattr(training, "train", stopped_early)
+    base, rows = variations.grid_of("tiny")
+    with pytest.raises(variations.Stopped) as stop:
+        variations.run(rows[0], base, tmp_path / "runs", tmp_path / "results", device="cpu")
+    assert stop.value.signum == signal.SIGTERM and not (tmp_path / "results").exists()
+    args = argparse.Namespace(
+        profile="tiny",
+        only=["base"],
+        results=str(tmp_path / "results"),
+        runs=str(tmp_path / "runs"),
+        jobs=1,
+        device="cpu",
+        data_dir=None,
+    )
+    assert variations.run_grid(args) == 128 + signal.SIGTERM
+    assert "base: stopped by signal 15; run the grid again to go on" in capsys.readouterr().out
+    assert not (tmp_path / "results").exists()

@@ -186,6 +186,14 @@ def val_perplexity(translator: Any, data_dir: str | os.PathLike[str] | None) -> 
     return math.exp(nll)
 
 
+class Stopped(Exception):
+    """A signal stopped a variation's training early, after saving: nothing is recorded."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
 def run(
     variation: Variation,
     base: "TrainConfig",
@@ -198,7 +206,7 @@ def run(
 ) -> dict:
     """Train one variation (or continue it), score it on val, and record it in `results`
     with the `command` that makes it (`run_grid` gives it); `sentences`: score only the first
-    of val (the tiny grid)."""
+    of val (the tiny grid). A signal that stops the training (it saves) raises `Stopped`."""
     from annotated_transformer.evaluation import scores as evaluation
     from annotated_transformer.model.transformer import count_parameters
     from annotated_transformer.training.guards import holds_a_run
@@ -211,6 +219,8 @@ def run(
     resume = holds_a_run(runs / variation.name)  # (continue it, if it was started)
     outcome = train(config, runs / variation.name, data_dir=data_dir, resume=resume,
                     device=device, progress=False, log=lambda message: None)  # fmt: skip
+    if outcome.stopped_by is not None:
+        raise Stopped(outcome.stopped_by)  # (unfinished: nothing recorded; the next run goes on)
     translator = Translator.from_checkpoint(outcome.checkpoint, device=device)
     scored = evaluation.evaluate_split(translator, "val", data_dir, beam_size=4, alpha=0.6,
                                        first=sentences)  # fmt: skip
@@ -292,9 +302,20 @@ def run_grid(args: argparse.Namespace) -> int:
     if args.jobs > 1:
         return run_in_processes([v.name for v in todo], command, args.jobs)
     for v in todo:
-        record = run(v, base, Path(args.runs) / args.profile, results, args.data_dir, device,
-                     command=shlex.join(["annotated-transformer", *command(v.name)]),
-                     sentences=base.bleu_sentences if args.profile == "tiny" else None)  # fmt: skip
+        try:
+            record = run(
+                v,
+                base,
+                Path(args.runs) / args.profile,
+                results,
+                args.data_dir,
+                device,
+                command=shlex.join(["annotated-transformer", *command(v.name)]),
+                sentences=base.bleu_sentences if args.profile == "tiny" else None,
+            )
+        except Stopped as stop:  # (the training saved: running the grid again goes on)
+            print(f"{v.name}: {stop}; run the grid again to go on", flush=True)
+            return 128 + stop.signum
         scores = record["val"]
         print(f"{v.name}: val BLEU {scores['bleu']['score']:.2f}, perplexity "
               f"{scores['perplexity']:.2f}, {record['seconds']:.0f} s", flush=True)  # fmt: skip
