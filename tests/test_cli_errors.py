@@ -58,9 +58,10 @@ DISK_FULL = "a full disk"
 IN_USE = "a run folder in use, or holding a run"
 DIVERGED = "a diverged run or checkpoint"
 ENVIRONMENT = "torchrun variables that do not fit"
+LONG = "a long translation"
 CLASSES = (
     OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
-    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT,
+    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG,
 )  # fmt: skip
 
 
@@ -144,6 +145,11 @@ def checkpoint_with(name: str, **settings: object) -> Callable[[Path], None]:
 
 def copy_of_checkpoint(name: str) -> Callable[[Path], None]:
     return lambda folder: shutil.copyfile(folder / "run" / CHECKPOINT, folder / name)
+
+
+def link(name: str, target: str) -> Callable[[Path], None]:
+    """A setup: a symbolic link `name` to `target` (which may not exist, or may be a link)."""
+    return lambda folder: (folder / name).symlink_to(target)
 
 
 # Issue 32, runs: what its cases need
@@ -783,6 +789,50 @@ CASES = [
          "wmtrun/run.json: the run's data was read from", "exit 1, names the folder and says to "
          "pass --data-dir; nothing read or written", setup=wmt_run_whose_data_moved,
          note="wmtrun: a WMT run whose data folder, wmt, was moved away"),
+    # Issue 45: outputs checked before the work; a long translation
+    Case("average-onto-its-input", CONFLICT, ("average", "a.pt", "--out", "a.pt"), 2,
+         "--out a.pt: one of the checkpoints averaged (a.pt), which it would replace",
+         "exit 2, a.pt kept", setup=copy_of_checkpoint("a.pt"), note="a.pt: a checkpoint"),
+    Case("average-the-same-file-twice", VALUE, ("average", "a.pt", "a.pt", "--out", "avg.pt"),
+         2, "a.pt: given twice (also as a.pt); each checkpoint is averaged once", "exit 2",
+         setup=copy_of_checkpoint("a.pt"), note="a.pt: a checkpoint"),
+    Case("average-a-run-and-its-checkpoint", VALUE,
+         ("average", "run", f"run/{CHECKPOINT}", "--last", "1", "--out", "avg.pt"), 2,
+         f"run/{CHECKPOINT}: given twice (also as run/{CHECKPOINT})",
+         "exit 2, names the file the folder gave too"),
+    Case("output-a-dangling-link", CLOBBER,
+         ("attention", "--checkpoint", "run", "--output", "map.json", SENTENCE), 1,
+         "--output map.json: a symbolic link to gone.json, which does not exist: not replaced",
+         "exit 1 before any work, the link kept", setup=link("map.json", "gone.json"),
+         note="map.json: a link to a file that is gone"),
+    Case("output-a-loop-of-links", CLOBBER, ("export-ct2", "--out", "a"), 1,
+         "--out a: a loop of symbolic links (a -> b): not replaced", "exit 1 before any work",
+         setup=both(link("a", "b"), link("b", "a")), note="a, b: links to each other"),
+    Case("results-a-dangling-link", CLOBBER,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "--results", "res"), 1,
+         "--results res: a symbolic link to /nowhere/res, which does not exist",
+         "exit 1 before translating", setup=link("res", "/nowhere/res"),
+         note="res: a link to a folder that is gone"),
+    Case("export-out-under-a-file", UNWRITABLE,
+         ("save-pretrained", "run", "--out", "notes.txt/model"), 1,
+         "--out notes.txt/model: notes.txt is a file, not a folder",
+         "exit 1 before loading anything", setup=write("notes.txt", "my notes\n"),
+         note="notes.txt: the user's file"),
+    Case("tag-too-long", VALUE,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "--results", "res",
+          "--tag", "t" * 300), 2, "--tag: 300 characters make the file name",
+         "exit 2 before translating, names the limit"),
+    Case("chunk-zero", VALUE, (*TR, "--chunk", "0"), 2,
+         "argument --chunk: expected a positive integer, got '0'",
+         "exit 2, names the option and the value", stdin=b"Ein Hund rennt.\n"),
+    Case("a-line-too-long", LONG, TR, 1, "line 3 has 300 tokens; this model reads at most",
+         "exit 1, names the line of the input", stdin=b"Ein Hund.\n\n" + b"Hund " * 300),
+    Case("a-line-too-long-in-a-later-chunk", LONG, (*TR, "--chunk", "1"), 1,
+         "line 3 has 300 tokens", "exit 1, names the line; lines 1 and 2 already written",
+         stdin=b"Ein Hund.\nEin Mann.\n" + b"Hund " * 300),
+    Case("not-utf8-on-a-later-line", LONG, TR, 1,
+         "standard input is not UTF-8 text (line 2", "exit 1, names the line; line 1 kept",
+         stdin=b"Ein Hund rennt.\n\xe4\n"),
 ]  # fmt: skip
 
 

@@ -595,6 +595,24 @@ def _check_results(folder: str, split: str, tag: str, target: str = "en") -> Non
             )
 
 
+def _check_tag_fits(folder: str, tag: str | None, splits: Sequence[str]) -> None:
+    """The longest file name `--results` writes (SPLIT-TAG.json) fits the folder's file system:
+    checked before translating, not after."""
+    if tag is None:  # (the default tags are short)
+        return
+    existing = next(p for p in (Path(folder), *Path(folder).parents) if p.exists())
+    try:
+        most = os.pathconf(existing, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):  # (no pathconf on Windows)
+        most = 255
+    name = f"{max(splits, key=len)}-{tag}.json"
+    if len(os.fsencode(name)) > most:
+        raise UsageError(
+            f"--tag: {len(tag)} characters make the file name {name[:40]}... "
+            f"{len(os.fsencode(name))} bytes long; {existing} takes at most {most}"
+        )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Translate the splits of the model's corpus (Multi30k, or WMT 2014's newstest sets) in its
     direction and score them with sacreBLEU; optionally record the results."""
@@ -613,6 +631,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                           "the translations of a results record")  # fmt: skip
     if args.results:
         check_output_folder(args.results, "--results")
+        _check_tag_fits(args.results, args.tag, splits)
     _check_checkpoint(args.checkpoint)
     _check_device(args.device)
     translator = _translator(args)
@@ -734,11 +753,27 @@ def cmd_average(args: argparse.Namespace) -> int:
             paths.extend(last_checkpoints(given, args.last or _average_last(Path(given))))
         else:
             paths.append(Path(given))
+    _check_distinct(paths, out)
     averaged = average_checkpoints(paths)
     averaged.save(out)
     steps = ", ".join(str(entry["step"]) for entry in averaged.extra["averaged_from"])
     print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
     return 0
+
+
+def _check_distinct(paths: Sequence[Path], out: Path) -> None:
+    """No checkpoint averaged twice, and --out none of them (it would replace a checkpoint of
+    training with a weights-only file): both are usage mistakes."""
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        real = path.resolve()
+        if real in seen:
+            raise UsageError(f"{path}: given twice (also as {seen[real]}); each checkpoint is "
+                             f"averaged once")  # fmt: skip
+        seen[real] = path
+    if (real := out.resolve()) in seen:
+        raise UsageError(f"--out {out}: one of the checkpoints averaged ({seen[real]}), which "
+                         f"it would replace; choose another name, e.g. average.pt")  # fmt: skip
 
 
 def _average_last(run_dir: Path) -> int:
@@ -758,7 +793,7 @@ def cmd_save_pretrained(args: argparse.Namespace) -> int:
     from annotated_transformer.pretrained import check_replaceable, write_pretrained
     from annotated_transformer.runs.saved_run import SavedRun
 
-    check_replaceable(Path(args.out))
+    check_replaceable(check_output_folder(args.out, "--out"))
     sums = write_pretrained(SavedRun.load(args.checkpoint), args.out)
     print(f"wrote {args.out}:")
     print(sums.read_text(encoding="utf-8"), end="")
@@ -821,7 +856,7 @@ def _needs(command: str, packages: Sequence[str], extra: str) -> None:
 def _model_to_export(args: argparse.Namespace, command: str, check_out: Callable) -> Any:
     """--out checked (`check_out`), then the model of --checkpoint, which must have the shared
     BPE vocabulary that every export carries (a Translator)."""
-    check_out(Path(args.out))
+    check_out(check_output_folder(args.out, "--out"))
     _check_checkpoint(args.checkpoint)
     translator = _translator(args)
     if translator.bpe is None:
@@ -1216,6 +1251,26 @@ def _fail(error: BaseException, status: int) -> int:
 
 
 OUTPUTS = ("out", "output", "results", "runs", "data_dir", "checkpoint")  # paths typed
+WRITTEN = ("out", "output", "results", "runs")  # the paths written to
+
+
+def _check_not_a_broken_link(path: Path, option: str) -> None:
+    """An output that is a symbolic link to nothing (or a loop of links) would be replaced by a
+    regular file: refused, naming the link."""
+    if not path.is_symlink():
+        return
+    try:
+        path.resolve(strict=True)
+    except FileNotFoundError:
+        raise OSError(
+            f"{option} {path}: a symbolic link to {os.readlink(path)}, which does not "
+            f"exist: not replaced; remove the link or give its target"
+        ) from None
+    except (OSError, RuntimeError):  # RuntimeError: Python 3.11's word for a loop
+        raise OSError(
+            f"{option} {path}: a loop of symbolic links ({path} -> "
+            f"{os.readlink(path)}): not replaced; remove the link"
+        ) from None
 
 
 def _check_paths_and_stdout(args: argparse.Namespace) -> None:
@@ -1223,9 +1278,11 @@ def _check_paths_and_stdout(args: argparse.Namespace) -> None:
     results, all but train) a standard output that is open and not /dev/full or a full disk."""
     for name in OUTPUTS:
         value = getattr(args, name, None)
+        option = "--" + name.replace("_", "-")
         if isinstance(value, str) and not value.strip():
-            option = "--" + name.replace("_", "-")
             raise UsageError(f"{option} {value!r}: an empty path; give a file or folder name")
+        if isinstance(value, str) and name in WRITTEN:
+            _check_not_a_broken_link(Path(value), option)
     if args.command == "train":  # (it logs on standard error)
         return
     if sys.stdout is None:
