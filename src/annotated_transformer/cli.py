@@ -332,7 +332,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Learn the shared BPE and write the training shard of a WMT 2014 download, once: what
     `train` reads (and, in a single process, writes itself when it is missing)."""
     from annotated_transformer.data import shards, wmt14
+    from annotated_transformer.data.bpe import check_vocab_size
 
+    try:
+        check_vocab_size(args.vocab_size)
+    except ValueError as error:  # (a usage mistake, as the parser's own)
+        raise UsageError(f"--vocab-size {args.vocab_size}: {error}") from None
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
     say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     already = shards.check_prepared(shards.shard_folder(folder, args.vocab_size, args.min_freq),
@@ -341,7 +346,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     tokenizer, train = shards.open_prepared(prepared, ("en", "de"))
     print(f"{prepared}: {'already prepared; ' if already else ''}{len(tokenizer):,} BPE pieces, "
           f"{len(train):,} training pairs; train with --data-dir {folder} --set "
-          f"vocab_size={args.vocab_size} (the wmt14 presets: 37000)")  # fmt: skip
+          f"vocab_size={args.vocab_size} --set min_freq={args.min_freq} (the wmt14 presets: "
+          f"37000 and 2)")  # fmt: skip
     return 0
 
 

@@ -76,16 +76,17 @@ def download(
     import pooch
     import requests
 
+    from annotated_transformer.util.downloads import downloading
+
     name = file_name(split, lang)
     url = BASE_URL + name
+    folder = cache_dir() if folder is None else folder
     try:
-        path = pooch.retrieve(
-            url,
-            known_hash=f"sha256:{SHA256[name]}",
-            fname=name,
-            path=cache_dir() if folder is None else folder,
-            progressbar=progress,
-        )
+        with downloading(folder, cache_dir().parent):  # (partials a killed download left: gone)
+            path = pooch.retrieve(
+                url, known_hash=f"sha256:{SHA256[name]}", fname=name, path=folder,
+                progressbar=progress,
+            )  # fmt: skip
     except requests.RequestException as error:
         raise OSError(
             f"could not download {url}: {error}. Check the connection, or give a folder that "

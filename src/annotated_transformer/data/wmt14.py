@@ -102,12 +102,15 @@ def fetch(source: Source, mirror: str | None = None, progress: bool = False) -> 
 
     if mirror is not None and "://" not in mirror:  # a local folder
         return check_archive(Path(mirror) / source.file, source)
+    from annotated_transformer.util.downloads import downloading
+
     url = source.url if mirror is None else f"{mirror.rstrip('/')}/{source.file}"
     try:
-        path = pooch.retrieve(
-            url, known_hash=source.checksum, fname=source.file, path=cache_dir(),
-            progressbar=progress, downloader=copy_file if url.startswith("file:") else None,
-        )  # fmt: skip
+        with downloading(cache_dir(), cache_dir().parent):  # (a killed download's partials go)
+            path = pooch.retrieve(
+                url, known_hash=source.checksum, fname=source.file, path=cache_dir(),
+                progressbar=progress, downloader=copy_file if url.startswith("file:") else None,
+            )  # fmt: skip
     except requests.RequestException as error:
         raise OSError(f"could not download {url}: {error}. Check the connection, or give "
                       f"--mirror a folder that holds {source.file}") from error  # fmt: skip
