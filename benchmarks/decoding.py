@@ -150,6 +150,24 @@ def _time_translate(timings: Timings, translator: Translator, sources: list, few
     timings.time("beam 4 plain", batched(4, False), n, "translate --beam 4 (no greedy lane)")
 
 
+def _time_streaming(
+    timings: Timings, translator: Translator, german: list[str], rounds: int
+) -> None:
+    """`translate` (every sentence at once) against `translate_stream` (what the command line
+    does: CHUNK_LINES sentences at a time), greedy, text in and text out, in turn."""
+    from annotated_transformer.cli import CHUNK_LINES
+
+    def streamed() -> list[str]:
+        return list(translator.translate_stream(german, chunk=CHUNK_LINES, beam_size=1))
+
+    whole = partial(translator.translate, german, beam_size=1)
+    assert streamed() == whole()  # the same translations, in the same order
+    for _ in range(rounds):
+        timings.time("greedy text, whole", whole, len(german), "Translator.translate, beam 1")
+        timings.time("greedy text, streamed", streamed, len(german),
+                     f"translate_stream, chunks of {CHUNK_LINES} (the command line's)")  # fmt: skip
+
+
 def _time_equal_batches(
     timings: Timings, model: nn.Module, sources: list, few: int, batch: int, max_len: int
 ) -> None:
@@ -306,6 +324,7 @@ def _ratios(timings: Timings) -> dict[str, float]:
         "plain beam 4 time / greedy time": speed("greedy, cached, batched") / speed("beam 4 plain"),
         "cached / uncached, beam 4, equal batch": speed("beam 4, cached (same)")
         / speed("beam 4, uncached"),
+        "streamed / whole, greedy": speed("greedy text, streamed") / speed("greedy text, whole"),
     }
     for other in ("CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
                   "CTranslate2 int8 native", "transformers"):  # fmt: skip
@@ -353,6 +372,7 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
         _time_translate(timings, translator, sources, few)
         max_len = translator.config.model.max_len
         _time_equal_batches(timings, model, sources, few, args.batch, max_len)
+        _time_streaming(timings, translator, [s for s, _ in pairs], args.rounds)
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:

@@ -241,8 +241,10 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
         "greedy, 2022 way": 3, "greedy, cached, batched": 6, "beam 4, cached, batched": 6,
         "beam 4 plain": 6, "40 tokens, uncached": 6, "40 tokens, cached": 6,
         "beam 4, uncached": 3, "beam 4, cached (same)": 3,
+        "greedy text, whole": 6, "greedy text, streamed": 6,
     }  # fmt: skip
-    assert len(record["ratios"]) == 5 and all(value > 0 for value in record["ratios"].values())
+    assert len(record["ratios"]) == 6 and all(value > 0 for value in record["ratios"].values())
+    assert "streamed / whole, greedy" in record["ratios"]  # issue 45: both, side by side
     assert "engines: left out (a run with word vocabularies" in printed
     assert record["busy"] == 1 and "1 other processes keep the CPU busy" in printed
 
