@@ -26,7 +26,7 @@ from train import _synthetic_batch
 
 from annotated_transformer.data.vocab import EOS_ID, PAD_ID
 from annotated_transformer.model.transformer import ModelConfig, build_model
-from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+from annotated_transformer.training.fused import LOSS_CHUNK, LabelSmoothingFromLogits, accelerate
 from annotated_transformer.training.loop import train_step
 from annotated_transformer.training.measure import (
     count_flops,
@@ -41,11 +41,12 @@ PAPER_STEPS = 100_000  # §5.3: the base models trained for 100,000 steps ...
 PAPER_HOURS = 12.0  # ... in 12 hours on 8 P100 GPUs
 
 
-def time_steps(config: ModelConfig, batch, args, device, compile: bool) -> dict:
-    """Seconds per step (median of `--steps` after 3 warm-up steps), MFU inputs, peak memory."""
+def time_steps(config: ModelConfig, batch, args, device, compile: bool, chunk: int | None) -> dict:
+    """Seconds per step (median of `--steps` after 3 warm-up steps), MFU inputs, peak memory;
+    the loss `chunk` positions at a time (None: all at once)."""
     torch.manual_seed(args.seed)
     model = accelerate(build_model(config)).to(device)
-    criterion = LabelSmoothingFromLogits(config.tgt_vocab, PAD_ID, 0.1)
+    criterion = LabelSmoothingFromLogits(config.tgt_vocab, PAD_ID, 0.1, chunk=chunk)
     optimizer = make_optimizer(model.parameters(), fused=on_device(device).fused_adam)
     net = torch.compile(model) if compile else model
     autocast = on_device(device).autocast
@@ -78,10 +79,12 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
           f"{batch.size} sentences of {args.length} tokens = {batch.ntokens:,} target tokens; "
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
     results = {}
-    for name, compiled in (("ours", False), ("ours + torch.compile", True)):
+    variants = (("ours", False, LOSS_CHUNK), ("ours, the loss unchunked", False, None),
+                ("ours + torch.compile", True, LOSS_CHUNK))  # fmt: skip
+    for name, compiled, chunk in variants:
         if compiled and args.no_compile:
             continue
-        r = time_steps(config, batch, args, device, compiled)
+        r = time_steps(config, batch, args, device, compiled, chunk)
         s = r["seconds_per_step"]
         r.update(tokens_per_second=round(batch.ntokens / s, 1),
                  model_flops_utilization=round(r["flops_per_step"] / s / rate, 4),

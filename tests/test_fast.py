@@ -211,6 +211,31 @@ def test_the_loss_from_logits_sums_in_float32_for_half_logits():
     torch.testing.assert_close(loss, exact, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("smoothing", [0.1, 0.0])
+def test_the_loss_in_chunks_is_the_loss_whole_bit_for_bit(dtype, smoothing):
+    """Issue 49: each row's arithmetic is the same whatever the chunk, so any chunk gives the
+    same loss and gradient, exactly, and (B, T) positions are chunked as B·T rows."""
+    torch.manual_seed(0)
+    logits = torch.randn(3, 37, 50, dtype=torch.float64).to(dtype)  # (B, T, V)
+    target = torch.randint(0, 50, (3, 37))
+    target[0, -5:] = 1  # padding
+
+    def loss_and_grad(chunk):
+        z = logits.clone().requires_grad_()
+        loss = LabelSmoothingFromLogits(50, 1, smoothing, chunk=chunk)(z, target)
+        loss.backward()
+        return loss, z.grad
+
+    whole = loss_and_grad(None)
+    for chunk in (1, 7, 37, 110, 111, 4096):
+        loss, grad = loss_and_grad(chunk)
+        assert torch.equal(loss, whole[0]) and torch.equal(grad, whole[1]), chunk
+        assert grad.dtype == dtype and grad.shape == (3, 37, 50)
+    with pytest.raises(ValueError, match="chunk must be a positive number of positions"):
+        LabelSmoothingFromLogits(50, 1, 0.1, chunk=0)
+
+
 @pytest.mark.parametrize(
     "logits, target, message",
     [
