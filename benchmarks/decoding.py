@@ -109,6 +109,7 @@ class Timings:
             "sentences_per_second": round(sentences / median, 2),
             "what": note,
             "every_seconds": every,
+            "spread": round((max(every) - min(every)) / median, 3),  # of the rounds, / median
         }
         score = ""
         if references is not None:
@@ -150,9 +151,7 @@ def _time_translate(timings: Timings, translator: Translator, sources: list, few
     timings.time("beam 4 plain", batched(4, False), n, "translate --beam 4 (no greedy lane)")
 
 
-def _time_streaming(
-    timings: Timings, translator: Translator, german: list[str], rounds: int
-) -> None:
+def _time_streaming(timings: Timings, translator: Translator, german: list[str]) -> None:
     """`translate` (every sentence at once) against `translate_stream` (what the command line
     does: CHUNK_LINES sentences at a time), greedy, text in and text out, in turn."""
     from annotated_transformer.cli import CHUNK_LINES
@@ -162,10 +161,9 @@ def _time_streaming(
 
     whole = partial(translator.translate, german, beam_size=1)
     assert streamed() == whole()  # the same translations, in the same order
-    for _ in range(rounds):
-        timings.time("greedy text, whole", whole, len(german), "Translator.translate, beam 1")
-        timings.time("greedy text, streamed", streamed, len(german),
-                     f"translate_stream, chunks of {CHUNK_LINES} (the command line's)")  # fmt: skip
+    timings.time("greedy text, whole", whole, len(german), "Translator.translate, beam 1")
+    timings.time("greedy text, streamed", streamed, len(german),
+                 f"translate_stream, chunks of {CHUNK_LINES} (the command line's)")  # fmt: skip
 
 
 def _time_equal_batches(
@@ -335,24 +333,55 @@ def _ratios(timings: Timings) -> dict[str, float]:
 
 
 @contextmanager
-def busy(processes: int) -> Iterator[None]:
-    """`processes` other programs that keep a CPU core busy each, for the `with` block."""
+def busy(processes: int) -> Iterator[list[int]]:
+    """`processes` other programs that keep a CPU core busy each, for the `with` block; it
+    yields their niceness (0: as much right to the CPU as this process)."""
     spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"  # ends with this process
     loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(processes)]
     try:
-        yield
+        yield [os.getpriority(os.PRIO_PROCESS, loop.pid) for loop in loops]
     finally:
         for loop in loops:
             loop.kill()
             loop.wait()
 
 
+def cpu_quota() -> float | None:
+    """The cgroup's CPU quota in cores (cgroup v2's cpu.max, v1's cfs files), None if unlimited
+    or unknown."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        return None if quota == "max" else round(int(quota) / int(period), 2)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        return None if quota < 0 else round(quota / period, 2)
+    except (OSError, ValueError):
+        return None
+
+
+def machine(busy_niceness: list[int]) -> dict:
+    """What the machine let this process use while it measured: the cores it may run on, the
+    cgroup's quota, the load average (1, 5, 15 minutes) and the other processes' niceness."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return {"cpu_count": os.cpu_count(), "cores_allowed": len(allowed) if allowed else None,
+            "cpu_quota_cores": cpu_quota(), "busy_niceness": busy_niceness,
+            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
+            else None}  # fmt: skip
+
+
 def bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    with busy(args.busy):
-        return _bench_decoding(args, argv)
+    if args.busy and args.rounds < 5:
+        raise ValueError(f"--busy {args.busy} needs at least 5 --rounds (interleaved, each "
+                         f"row's spread kept), got {args.rounds}")  # fmt: skip
+    before = machine([])
+    with busy(args.busy) as niceness:
+        return _bench_decoding(args, argv, {"before": before, "niceness": niceness})
 
 
-def _bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) -> int:
     torch.set_num_threads(args.threads)
     if args.busy:
         print(f"{args.busy} other processes keep the CPU busy while it measures")
@@ -369,10 +398,11 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"{args.split}: {len(sources)} sentences, {translator.origin['path']}, {device}")
     timings = Timings(device)
     with torch.inference_mode():
-        _time_translate(timings, translator, sources, few)
-        max_len = translator.config.model.max_len
-        _time_equal_batches(timings, model, sources, few, args.batch, max_len)
-        _time_streaming(timings, translator, [s for s, _ in pairs], args.rounds)
+        for _ in range(args.rounds):  # interleaved: a slow minute of the machine is shared
+            _time_translate(timings, translator, sources, few)
+            max_len = translator.config.model.max_len
+            _time_equal_batches(timings, model, sources, few, args.batch, max_len)
+            _time_streaming(timings, translator, [s for s, _ in pairs])
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:
@@ -388,6 +418,8 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "sentences": len(sources),
         "device": describe_device(device),
         "busy": args.busy,
+        "rounds": args.rounds,
+        "machine": {"before": state["before"], "during": machine(state["niceness"])},
         "results": timings.results,
         "ratios": {name: round(value, 2) for name, value in ratios.items()},
         "versions": versions(),
@@ -419,7 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=3,
-        help="rounds of the engines' rows, each row's median reported (default 3)",
+        help="interleaved rounds of every row, each row's median and spread reported (default "
+        "3; at least 5 with --busy)",
     )
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="measure while N other processes each keep a core busy")  # fmt: skip

@@ -225,16 +225,39 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     config = preset("tiny", epochs=None, max_steps=2, eval_every=1000, save_every=2)
     train(config, tmp_path / "run", data_dir=data_dir, progress=False, log=lambda message: None)
     out = tmp_path / "bench.json"
-    args = ["--checkpoint", str(tmp_path / "run"), "--data-dir", str(data_dir), "--limit", "6",
-            "--baseline-limit", "3", "--batch", "4", "--busy", "1",
-            "--output", str(out)]  # fmt: skip
+    args = [
+        "--checkpoint",
+        str(tmp_path / "run"),
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "6",
+        "--baseline-limit",
+        "3",
+        "--batch",
+        "4",
+        "--busy",
+        "1",
+        "--rounds",
+        "5",
+        "--threads",
+        "1",
+        "--output",
+        str(out),
+    ]  # one thread: no spin-wait against the spinner
     assert decoding_benchmark.main(args) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
     assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "date", "device",
-                              "ratios", "results", "sentences", "split", "versions"]  # fmt: skip
+                              "machine", "ratios", "results", "rounds", "sentences", "split",
+                              "versions"]  # fmt: skip
+    during = record["machine"]["during"]  # issue 50: what the machine let it use
+    assert during["busy_niceness"] == [0] and record["machine"]["before"]["busy_niceness"] == []
+    assert during["cores_allowed"] >= 1 and len(during["load_average"]) == 3
+    rounds = [len(r["every_seconds"]) for r in record["results"].values()]
+    assert set(rounds) == {5} and all(r["spread"] >= 0 for r in record["results"].values())
     assert record["command"].startswith("python benchmarks/decoding.py --checkpoint ")
     sentences = {name: r["sentences"] for name, r in record["results"].items()}
     assert sentences == {
@@ -276,6 +299,9 @@ def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):
     assert decoding_benchmark.main(["--checkpoint", str(tmp_path / "nothing.pt")]) == 1
     err = capsys.readouterr().err
     assert "nothing.pt" in err and len(err.strip().splitlines()) == 1
+    assert decoding_benchmark.main(["--busy", "2", "--rounds", "2"]) == 1  # too few to trust
+    err = capsys.readouterr().err
+    assert "--busy 2 needs at least 5 --rounds" in err and len(err.strip().splitlines()) == 1
 
 
 # --- the GPU work's benchmarks, run small on the CPU ----------------------------------------------
