@@ -250,3 +250,11 @@ def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a transformers export")
+
+
+def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """annotated_transformer.json of the transformers export in `folder`, its keys and the
+    SHA-256 of every file checked (`util.atomic.check_export`); else an error naming the file.
+    (`from_pretrained` reads the folder without it: check it first.)"""
+    keys = {"version": int, "pair": str, "origin": dict}
+    return atomic.check_export(folder, ABOUT, FORMAT, keys, FILES[:-1])

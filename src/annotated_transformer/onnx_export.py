@@ -170,6 +170,16 @@ def check_replaceable(folder: Path) -> None:
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "an ONNX export")
 
 
+KEYS = {"version": int, "opset": int, "max_len": int, "extra_length": int, "N": int, "h": int,
+        "vocab": int, "pair": str, "origin": dict}  # fmt: skip
+
+
+def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """export.json of the ONNX export in `folder`, its keys and the SHA-256 of every file
+    checked (`util.atomic.check_export`); else an error naming the file."""
+    return atomic.check_export(folder, ABOUT, FORMAT, KEYS, FILES[:-1])
+
+
 class OnnxTransformer:
     """encoder.onnx and decoder.onnx, run by onnxruntime, as the simple searches call a model.
 
@@ -183,6 +193,7 @@ class OnnxTransformer:
         import onnxruntime
 
         folder = Path(folder)
+        self.about = check_export(folder)  # every file as export.json lists it, or an error
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only
         self.encoder, self.decoder = (
