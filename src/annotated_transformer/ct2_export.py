@@ -161,7 +161,7 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
             Ours().convert(scratch, quantization=quantized, force=True)
             files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:3]}
         files[TOKENIZER] = (json.dumps(bpe.to_json(), ensure_ascii=False) + "\n").encode()
-        files["README.md"] = plain_usage(config.dataset).encode()
+        files["README.md"] = plain_usage(config).encode()
         return write_export(folder, files, ABOUT, about)  # export.json last, with the sums
 
 
@@ -214,10 +214,12 @@ def plain_usage(config: TrainConfig) -> str:
         'texts = [" ".join(unicodedata.normalize("NFC", t).split()) for t in texts]\n'
         "pieces = [bpe.encode(t, add_special_tokens=False).tokens for t in texts]\n"
         "translator = ctranslate2.Translator(folder)\n"
-        "results = translator.translate_batch(pieces, beam_size=4)\n"
+        "results = translator.translate_batch(pieces, beam_size=4, length_penalty=0.6)\n"
         "print([bpe.decoder.decode(r.hypotheses[0]) for r in results])\n```\n\n"
         "Greedy decoding (`beam_size=1`) gives `annotated-transformer`'s output. With beams, "
-        "CTranslate2 divides a score by |Y|^α where the paper's (GNMT's) penalty is "
+        "the shipped model's output is ours on 188 of the first 200 sentences of Multi30k "
+        "test2016 (tests/test_folder_writes.py): CTranslate2 divides a score by |Y|^α where "
+        "the paper's (GNMT's) penalty is "
         "((5 + |Y|)/6)^α, and it limits every output to `max_decoding_length` tokens where "
         "ours stops at the source's length + 50; `annotated-transformer translate --checkpoint "
         "PATH-TO-THIS-FOLDER` decodes exactly as the paper. `export.json` records the "
