@@ -245,7 +245,7 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
         if key not in about:
             raise ValueError(f"{path}: no key {key!r} (an older or damaged export: export again)")
         if not isinstance(about[key], kind) or (kind is int and isinstance(about[key], bool)):
-            raise ValueError(f"{path}: {key} must be a {kind.__name__}, got "
+            raise ValueError(f"{path}: {key} must be {kind.__name__}, got "
                              f"{type(about[key]).__name__} {str(about[key])[:40]!r}")  # fmt: skip
     unlisted = [name for name in names if name not in about["sha256"]]
     if unlisted:
