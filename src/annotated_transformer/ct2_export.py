@@ -186,6 +186,8 @@ KEYS = {"version": int, "quantization": str, "extra_length": int, "config": dict
 def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """export.json of the CTranslate2 export in `folder`, its keys and the SHA-256 of every file
     checked (`util.atomic.check_export`); else an error naming the file."""
+    if not (Path(folder) / ABOUT).is_file():
+        raise ValueError(f"{folder}: not a CTranslate2 export (no {ABOUT} of export-ct2)")
     about = atomic.check_export(folder, ABOUT, FORMAT, KEYS, FILES[:-1])
     if about["quantization"] not in QUANTIZATIONS:
         raise ValueError(f"{Path(folder) / ABOUT}: quantization must be one of "
