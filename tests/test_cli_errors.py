@@ -854,7 +854,7 @@ CASES = [
          "nothing written", locked=".web.lock", note="another export-onnx writes web"),
     Case("translate-ct2-export-stopped-midway", WRITTEN_TWICE,
          ("translate", "--checkpoint", "ct2", "Hallo"), 1,
-         "ct2/model.bin: SHA-256", "exit 1, names the file that export.json does not list so",
+         "ct2/model.bin: SHA-256", "exit 1, names the file whose SHA-256 export.json does not give",
          setup=ct2_copy(ct2_int8_model_bin),
          note="ct2: an export-ct2 --quantization int8 stopped after renaming model.bin"),
     Case("translate-ct2-bpe-of-another-model", RUN_FILES,
