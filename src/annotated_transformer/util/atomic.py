@@ -7,7 +7,9 @@
 """Write a file so that a crash leaves the old version or the new one, never half of either.
 
 Vocabularies, checkpoints and run logs are written through it. A write that fails (a full disk,
-a folder that is not writable) raises `WriteFailed`, whose message names the file.
+a folder that is not writable) raises `WriteFailed`, whose message names the file. An export of
+several files (`write_export`) is written whole, its record last with every file's SHA-256, by one
+writer at a time (`writing`); `check_export` refuses a folder whose files do not match its record.
 """
 
 import errno
@@ -193,7 +195,11 @@ def take_lock(path: Path, folder: Path) -> int:
             except BlockingIOError:
                 os.close(fd)
                 raise in_use(folder, path) from None
-            if path.exists() and os.stat(path).st_ino == os.fstat(fd).st_ino:
+            try:
+                ours = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                ours = False
+            if ours:
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{os.getpid()}\n".encode())
                 return fd
