@@ -232,11 +232,12 @@ def test_each_export_is_refused_while_another_writes_its_folder(kind, shipped, m
     assert not folder.exists()
 
 
-def test_save_pretrained_is_refused_while_an_export_writes_the_folder(tmp_path, monkeypatch):
+def test_save_pretrained_is_refused_while_an_export_writes_the_folder(shipped, tmp_path,
+                                                                      monkeypatch):  # fmt: skip
     """export-hf and save-pretrained racing into one folder: the second is refused."""
     from annotated_transformer import pretrained
 
-    saved = type("Saved", (), {"bpe": object(), "config": load_pretrained().config})()
+    saved = type("Saved", (), {"bpe": shipped.bpe, "config": shipped.config})()
     monkeypatch.setattr(pretrained, "check_replaceable", lambda folder: None)
     with holding(tmp_path / "out", "977"), pytest.raises(FolderInUse, match=r"\(pid 977,"):
         pretrained.write_pretrained(saved, tmp_path / "out")
