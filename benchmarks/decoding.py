@@ -226,7 +226,8 @@ def _ctranslate2_native(quantization: str) -> Callable[[Translator, Path, int], 
         limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
 
         def translate(german: list[str], beam: int) -> list[str]:
-            tokens = [[engine.src_vocab.itos[i] for i in ids.tolist()]
+            # Our pieces without `</s>`: CTranslate2 appends it (add_source_eos in config.json)
+            tokens = [[engine.src_vocab.itos[i] for i in ids.tolist()[:-1]]
                       for ids in engine.encode(german)]  # fmt: skip
             found = engine.model.translate_batch(tokens, beam_size=beam, length_penalty=0.6,
                                                  max_decoding_length=limit)  # fmt: skip

@@ -59,9 +59,10 @@ IN_USE = "a run folder in use, or holding a run"
 DIVERGED = "a diverged run or checkpoint"
 ENVIRONMENT = "torchrun variables that do not fit"
 LONG = "a long translation"
+WRITTEN_TWICE = "a folder written twice at once"
 CLASSES = (
     OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
-    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG,
+    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG, WRITTEN_TWICE,
 )  # fmt: skip
 
 
@@ -232,6 +233,64 @@ def ct2_folder(folder: Path) -> None:
     export_ct2(shipped.model, shipped.bpe, shipped.config, folder)
 
 
+# Issue 44, a folder written whole: what its cases need
+CT2_EXPORTS: dict[str, Path] = {}  # quantization -> the shipped model exported once per session
+
+
+def ct2_copy(change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """A setup: `ct2`, a copy of the shipped model's CTranslate2 export, then `change`d."""
+
+    def setup(folder: Path) -> None:
+        shutil.copytree(ct2_export_of("float32"), folder / "ct2")
+        if change is not None:
+            change(folder / "ct2")
+
+    return setup
+
+
+def ct2_export_of(quantization: str) -> Path:
+    if quantization not in CT2_EXPORTS:
+        import tempfile
+
+        from annotated_transformer.ct2_export import export_ct2
+        from annotated_transformer.translator import Translator
+
+        shipped = Translator.pretrained()
+        folder = Path(tempfile.mkdtemp(prefix="ct2-")) / quantization
+        export_ct2(shipped.model, shipped.bpe, shipped.config, folder, quantization)
+        CT2_EXPORTS[quantization] = folder
+    return CT2_EXPORTS[quantization]
+
+
+def ct2_record(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """A change: export.json edited by `change`."""
+
+    def edit(ct2: Path) -> None:
+        about = json.loads((ct2 / "export.json").read_text(encoding="utf-8"))
+        change(about)
+        (ct2 / "export.json").write_text(json.dumps(about), encoding="utf-8")
+
+    return edit
+
+
+def ct2_int8_model_bin(ct2: Path) -> None:
+    """An export-ct2 --quantization int8 stopped after renaming its model.bin into `ct2`."""
+    shutil.copyfile(ct2_export_of("int8") / "model.bin", ct2 / "model.bin")
+
+
+def ct2_cut_model_bin(ct2: Path) -> None:
+    data = (ct2 / "model.bin").read_bytes()
+    (ct2 / "model.bin").write_bytes(data[: len(data) // 2])
+
+
+def another_bpe(ct2: Path) -> None:
+    from annotated_transformer.data.bpe import BPETokenizer
+
+    BPETokenizer.train(["ein Hund", "a dog"] * 20, vocab_size=300, min_frequency=1).save(
+        ct2 / "bpe.json"
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: run `annotated-transformer *argv` in a folder prepared by `setup`."""
@@ -251,8 +310,11 @@ class Case:
     inject: tuple[str, ...] = ()  # NAME=VALUE: set for it, not shown (see SITECUSTOMIZE)
     locked: str | None = None  # the folder whose train.lock the test holds while it runs
     stdout: str = ""  # "closed": standard output closed; "full": standard output is /dev/full
+    shown: str = ""  # the example as the README shows it, where the real one is too long to read
 
     def example(self) -> str:
+        if self.shown:
+            return self.shown
         command = shlex.join(["annotated-transformer", *self.argv])
         if self.env:
             command = " ".join([*map(shlex.quote, self.env), command])
@@ -821,7 +883,9 @@ CASES = [
     Case("tag-too-long", VALUE,
          ("evaluate", "--checkpoint", "run", "--split", "val", "--results", "res",
           "--tag", "t" * 300), 2, "--tag: 300 characters make the file name",
-         "exit 2 before translating, names the limit"),
+         "exit 2 before translating, names the limit",
+         shown="annotated-transformer evaluate --checkpoint run --split val --results res "
+               "--tag ttt…t (300 characters)"),
     Case("prepare-vocab-size-one", VALUE, ("prepare", "--vocab-size", "1"), 2,
          "--vocab-size 1: a BPE vocabulary needs room for the 4 specials",
          "exit 2 before reading anything, says the least it takes"),
@@ -829,13 +893,63 @@ CASES = [
          "argument --chunk: expected a positive integer, got '0'",
          "exit 2, names the option and the value", stdin=b"Ein Hund rennt.\n"),
     Case("a-line-too-long", LONG, TR, 1, "line 3 has 300 tokens; this model reads at most",
-         "exit 1, names the line of the input", stdin=b"Ein Hund.\n\n" + b"Hund " * 300),
+         "exit 1, names the line of the input", stdin=b"Ein Hund.\n\n" + b"Hund " * 300,
+         shown="(echo 'Ein Hund.'; echo; yes Hund | head -300 | paste -sd ' ') | "
+               "annotated-transformer translate --checkpoint run"),
     Case("a-line-too-long-in-a-later-chunk", LONG, (*TR, "--chunk", "1"), 1,
          "line 3 has 300 tokens", "exit 1, names the line; lines 1 and 2 already written",
-         stdin=b"Ein Hund.\nEin Mann.\n" + b"Hund " * 300),
+         stdin=b"Ein Hund.\nEin Mann.\n" + b"Hund " * 300,
+         shown="(printf 'Ein Hund.\\nEin Mann.\\n'; yes Hund | head -300 | paste -sd ' ') | "
+               "annotated-transformer translate --checkpoint run --chunk 1"),
     Case("not-utf8-on-a-later-line", LONG, TR, 1,
          "standard input is not UTF-8 text (line 2", "exit 1, names the line; line 1 kept",
          stdin=b"Ein Hund rennt.\n\xe4\n"),
+    # issue 44: a folder written whole (item 1), a CTranslate2 export checked (items 2 and 3)
+    Case("export-ct2-while-another-writes", WRITTEN_TWICE, ("export-ct2", "--out", "ct2"), 1,
+         "ct2 is being written by another process (pid", "exit 1, names the writer's pid; "
+         "nothing written", locked=".ct2.lock", note="another export-ct2 writes ct2"),
+    Case("export-hf-while-another-writes", WRITTEN_TWICE, ("export-hf", "--out", "hf"), 1,
+         "hf is being written by another process (pid", "exit 1, names the writer's pid; "
+         "nothing written", locked=".hf.lock", note="save-pretrained --out hf runs"),
+    Case("export-onnx-while-another-writes", WRITTEN_TWICE, ("export-onnx", "--out", "web"), 1,
+         "web is being written by another process (pid", "exit 1, names the writer's pid; "
+         "nothing written", locked=".web.lock", note="another export-onnx writes web"),
+    Case("translate-ct2-export-stopped-midway", WRITTEN_TWICE,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/model.bin: SHA-256", "exit 1, names the file whose SHA-256 export.json does not give",
+         setup=ct2_copy(ct2_int8_model_bin),
+         note="ct2: an export-ct2 --quantization int8 stopped after renaming model.bin"),
+    Case("translate-ct2-bpe-of-another-model", RUN_FILES,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/bpe.json: SHA-256", "exit 1, names the file; nothing translated",
+         setup=ct2_copy(another_bpe), note="ct2: its bpe.json swapped for another model's"),
+    Case("translate-ct2-without-model-bin", MISSING, ("translate", "--checkpoint", "ct2", "Hallo"),
+         1, "ct2/model.bin: missing (export.json lists it)", "exit 1, names the file",
+         setup=ct2_copy(lambda ct2: (ct2 / "model.bin").unlink()),
+         note="ct2: an export without model.bin"),
+    Case("translate-ct2-cut-model-bin", RUN_FILES, ("translate", "--checkpoint", "ct2", "Hallo"),
+         1, "ct2/model.bin: SHA-256", "exit 1, names the file",
+         setup=ct2_copy(ct2_cut_model_bin), note="ct2: its model.bin cut in half"),
+    Case("translate-ct2-without-config-json", MISSING,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/config.json: missing (export.json lists it)", "exit 1, names the file",
+         setup=ct2_copy(lambda ct2: (ct2 / "config.json").unlink()),
+         note="ct2: an export without config.json"),
+    Case("translate-ct2-record-lacks-a-key", RUN_FILES,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/export.json: no key 'quantization'", "exit 1, names the file and the key",
+         setup=ct2_copy(ct2_record(lambda about: about.pop("quantization"))),
+         note="ct2: its export.json without quantization"),
+    Case("translate-ct2-record-wrong-type", RUN_FILES,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/export.json: extra_length must be int, got str", "exit 1, names the file, the key "
+         "and both types", setup=ct2_copy(ct2_record(lambda about: about.update(
+             extra_length="50"))), note="ct2: its export.json says extra_length \"50\""),
+    Case("translate-ct2-record-without-sums", RUN_FILES,
+         ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/export.json: no key 'sha256' (an older or damaged export: export again)",
+         "exit 1, says to export again", setup=ct2_copy(ct2_record(lambda about: about.pop(
+             "sha256"))), note="ct2: written before exports recorded their files' sums"),
 ]  # fmt: skip
 
 
@@ -962,7 +1076,8 @@ def holding(run_dir: Path) -> Iterator[None]:
     """Hold the lock of `run_dir` as a training job does (this process's pid in train.lock)."""
     import fcntl
 
-    fd = os.open(run_dir / "train.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    path = run_dir if run_dir.name.endswith(".lock") else run_dir / "train.lock"  # (issue 44)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, f"{os.getpid()}\n".encode())
@@ -1607,6 +1722,21 @@ def test_help_documents_the_exit_statuses(capsys):
         assert any(line.split()[:1] == [status] and words in line for line in text.splitlines())
 
 
+def test_a_folder_written_twice_at_once_is_refused_and_stays_whole(capsys, folder):
+    """Issue 44: a second writer of an export folder is refused naming the first, while the
+    first finishes; a folder an export left half-written is refused by its readers."""
+    ct2_copy()(folder)
+    with holding(folder / ".ct2.lock"), holding(folder / ".hf.lock"):
+        before = snapshot(folder)
+        for command, out in (("export-ct2", "ct2"), ("export-hf", "hf")):
+            fails(capsys, 1, f"{out} is being written by another process (pid {os.getpid()},",
+                  command, "--out", str(folder / out))  # fmt: skip
+        assert snapshot(folder) == before
+    ct2_int8_model_bin(folder / "ct2")
+    fails(capsys, 1, "ct2/model.bin: SHA-256", "translate", "--checkpoint", str(folder / "ct2"),
+          "Hallo")  # fmt: skip
+
+
 CLASS_TESTS = {  # each class of error, and the test that goes further than the table
     OPTION: test_an_unknown_command_or_option_is_exit_2,
     VALUE: test_a_bad_value_for_an_option_is_exit_2_naming_the_option_and_the_value,
@@ -1623,6 +1753,7 @@ CLASS_TESTS = {  # each class of error, and the test that goes further than the 
     IN_USE: test_a_run_folder_in_use_or_holding_a_run_is_never_replaced,
     DIVERGED: test_a_diverged_run_stops_and_its_checkpoints_hold_no_nan,
     ENVIRONMENT: test_torchruns_variables_that_do_not_fit_are_refused_before_any_file,
+    WRITTEN_TWICE: test_a_folder_written_twice_at_once_is_refused_and_stays_whole,
 }
 
 

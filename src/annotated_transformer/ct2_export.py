@@ -32,13 +32,13 @@ from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.translator import Translator, refuse_one_string
 from annotated_transformer.util import atomic
-from annotated_transformer.util.atomic import write_files
+from annotated_transformer.util.atomic import write_export
 
 FORMAT = "annotated-transformer ctranslate2 export"
 MODEL, VOCABULARY, TOKENIZER, ABOUT = (
     "model.bin", "shared_vocabulary.json", "bpe.json", "export.json",
 )  # fmt: skip
-FILES = (MODEL, VOCABULARY, "config.json", TOKENIZER, ABOUT)
+FILES = (MODEL, VOCABULARY, "config.json", TOKENIZER, "README.md", ABOUT)
 QUANTIZATIONS = ("float32", "int8")
 
 
@@ -102,7 +102,8 @@ def ct2_spec(model: nn.Module, tokens: Sequence[str]) -> Any:  # a ctranslate2 T
     spec.decoder.projection.weight = _array(model, "generator.proj.weight")  # (V, d_model)
     spec.decoder.projection.bias = _array(model, "generator.proj.bias")  # (V,)
     spec.config.layer_norm_epsilon = model.encoder.layers[0].sublayer[0].norm.eps
-    spec.config.add_source_bos = spec.config.add_source_eos = False
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = True  # `</s>` after the source, as we encode it (§5.1)
     spec.register_source_vocabulary(list(tokens))
     spec.register_target_vocabulary(list(tokens))
     return spec
@@ -143,25 +144,25 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got "
                          f"{quantization!r}")  # fmt: skip
     folder = Path(folder)
-    check_replaceable(folder)
-    spec = ct2_spec(model, bpe.vocab.itos)
+    with atomic.writing(folder):  # one writer at a time, from the check to the last rename
+        check_replaceable(folder)
+        spec = ct2_spec(model, bpe.vocab.itos)
 
-    class Ours(Converter):  # CTranslate2's converters load a model; ours is loaded already
-        def _load(self) -> Any:
-            return spec
+        class Ours(Converter):  # CTranslate2's converters load a model; ours is loaded already
+            def _load(self) -> Any:
+                return spec
 
-    about = {"format": FORMAT, "version": 1, "quantization": quantization,
-             "extra_length": EXTRA_LENGTH, "config": config.to_dict(),
-             "origin": origin or {}}  # fmt: skip
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".ct2-") as scratch:
-        Ours().convert(scratch, quantization=None if quantization == "float32" else quantization,
-                       force=True)  # fmt: skip
-        files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:3]}
-    files[TOKENIZER] = (json.dumps(bpe.to_json(), ensure_ascii=False) + "\n").encode()
-    files[ABOUT] = (json.dumps(about, indent=1) + "\n").encode()
-    write_files(folder, files)
-    return about
+        about = {"format": FORMAT, "version": 2, "quantization": quantization,
+                 "extra_length": EXTRA_LENGTH, "config": config.to_dict(),
+                 "origin": origin or {}}  # fmt: skip
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".ct2-") as scratch:
+            quantized = None if quantization == "float32" else quantization
+            Ours().convert(scratch, quantization=quantized, force=True)
+            files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:3]}
+        files[TOKENIZER] = (json.dumps(bpe.to_json(), ensure_ascii=False) + "\n").encode()
+        files["README.md"] = plain_usage(config).encode()
+        return write_export(folder, files, ABOUT, about)  # export.json last, with the sums
 
 
 def read_about(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -179,6 +180,56 @@ def check_replaceable(folder: Path) -> None:
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a CTranslate2 export")
 
 
+KEYS = {"version": int, "quantization": str, "extra_length": int, "config": dict, "origin": dict}
+
+
+def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """export.json of the CTranslate2 export in `folder`, its keys and the SHA-256 of every file
+    checked (`util.atomic.check_export`); else an error naming the file."""
+    if not (Path(folder) / ABOUT).is_file():
+        raise ValueError(f"{folder}: not a CTranslate2 export (no {ABOUT} of export-ct2)")
+    about = atomic.check_export(folder, ABOUT, FORMAT, KEYS, FILES[:-1])
+    if about["quantization"] not in QUANTIZATIONS:
+        raise ValueError(f"{Path(folder) / ABOUT}: quantization must be one of "
+                         f"{', '.join(QUANTIZATIONS)}, got {about['quantization']!r}")  # fmt: skip
+    return about
+
+
+EXAMPLES = {"de": "Ein Hund rennt durch den Schnee.", "en": "A dog runs through the snow."}
+
+
+def plain_usage(config: TrainConfig) -> str:
+    """README.md of an export: how to translate with `ctranslate2` and `tokenizers` alone."""
+    source, target = config.languages
+    return (
+        f"# annotated-transformer model for CTranslate2 ({source}→{target})\n\n"
+        "Read with `ctranslate2` and `tokenizers` (no code of `annotated-transformer` needed). "
+        "The source pieces are our BPE's (`bpe.json`); CTranslate2 appends `</s>` to them "
+        "(`add_source_eos` in `config.json`) and starts the output with `<s>`, as we trained:\n\n"
+        "```python\nimport json, unicodedata\n\nimport ctranslate2\n"
+        "from tokenizers import Tokenizer\n\n"
+        'folder = "PATH-TO-THIS-FOLDER"\n'
+        'with open(f"{folder}/bpe.json", encoding="utf-8") as file:\n'
+        '    bpe = Tokenizer.from_str(json.load(file)["tokenizer"])\n'
+        'bpe.encode_special_tokens = True  # "<s>" in a text is text\n'
+        f'texts = ["{EXAMPLES[source]}"]\n'
+        'texts = [" ".join(unicodedata.normalize("NFC", t).split()) for t in texts]\n'
+        "pieces = [bpe.encode(t, add_special_tokens=False).tokens for t in texts]\n"
+        "translator = ctranslate2.Translator(folder)\n"
+        "results = translator.translate_batch(pieces, beam_size=4, length_penalty=0.6)\n"
+        "print([bpe.decoder.decode(r.hypotheses[0]) for r in results])\n```\n\n"
+        "Greedy decoding (`beam_size=1`) gives `annotated-transformer`'s output. With beams, "
+        "the shipped model's output is ours on 188 of the first 200 sentences of Multi30k "
+        "test2016 (tests/test_folder_writes.py): CTranslate2 divides a score by |Y|^α where "
+        "the paper's (GNMT's) penalty is "
+        "((5 + |Y|)/6)^α, and it limits every output to `max_decoding_length` tokens where "
+        "ours stops at the source's length + 50; `annotated-transformer translate --checkpoint "
+        "PATH-TO-THIS-FOLDER` decodes exactly as the paper. `export.json` records the "
+        "training settings and the SHA-256 of every file; `annotated-transformer` refuses a "
+        "folder whose files do not match it.\n"
+    )
+
+
 # From book/serving.ipynb,
 #   "Serving the model: CTranslate2 and `transformers`"
 #   › "Decoding as we do".
@@ -194,9 +245,7 @@ class CT2Translator(Translator):
         """The export in `folder`; `threads` per translation (0: CTranslate2's default)."""
         import ctranslate2
 
-        about = read_about(folder)
-        if about is None:
-            raise ValueError(f"{folder}: not a CTranslate2 export (no {ABOUT} of export-ct2)")
+        about = check_export(folder)  # every file as export.json lists it, or a ValueError
         bpe = BPETokenizer.load(Path(folder) / TOKENIZER)
         config = TrainConfig.from_dict(about["config"], str(Path(folder) / ABOUT))
         engine = ctranslate2.Translator(str(folder), device=str(device), intra_threads=threads)
@@ -226,7 +275,7 @@ class CT2Translator(Translator):
         if len(sentences) == 0:  # an empty batch
             return []
         encoded = self.encode(sentences)
-        tokens = [[self.src_vocab.itos[i] for i in ids.tolist()] for ids in encoded]
+        tokens = [[self.src_vocab.itos[i] for i in ids.tolist()] for ids in encoded]  # `</s>` last
         by_limit: dict[int, list[int]] = {}  # tokens it may write, </s> included -> sentences
         for i, source in enumerate(tokens):
             limit = min(len(source) + 1 + EXTRA_LENGTH, self.config.model.max_len) - 1
@@ -235,7 +284,7 @@ class CT2Translator(Translator):
         groups = sorted(by_limit.items())
         for limit, indices in tqdm(groups, disable=not progress, desc="translate"):
             found = self.model.translate_batch(
-                [tokens[i] for i in indices], beam_size=beam_size, num_hypotheses=beam_size,
+                [tokens[i][:-1] for i in indices], beam_size=beam_size, num_hypotheses=beam_size,
                 max_decoding_length=limit, length_penalty=TINY_PENALTY, return_scores=True,
                 return_end_token=True,
             )  # fmt: skip

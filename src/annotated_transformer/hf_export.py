@@ -14,7 +14,6 @@ Needs the extra `serve`: pip install "annotated-transformer[serve]".
 Shapes: V the vocabulary, d_model the model width, d_ff the feed-forward width.
 """
 
-import json
 import os
 import re
 import tempfile
@@ -29,7 +28,7 @@ from torch import Tensor, nn
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPACES, ZERO_WIDTH
 from annotated_transformer.util import atomic
-from annotated_transformer.util.atomic import write_files
+from annotated_transformer.util.atomic import write_export
 
 FORMAT = "annotated-transformer transformers export"
 # Marian's greedy output equals ours on this many of the 1,000 sentences of test2016 with the
@@ -163,23 +162,22 @@ def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str
     from transformers import MarianMTModel
 
     folder = Path(folder)
-    check_replaceable(folder)
-    config = marian_config(model, len(bpe))
-    marian = MarianMTModel(config).eval()
-    marian.generation_config = generation_config(config.max_position_embeddings)
-    missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
-    tied_or_fixed = {"embed_tokens", "embed_positions", "lm_head"}  # tied to shared, or sinusoids
-    assert not unexpected and all(set(name.split(".")) & tied_or_fixed for name in missing)
-    about = {"format": FORMAT, "version": 1, "pair": pair, "origin": origin or {}}
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch, quiet():
-        marian.save_pretrained(scratch)
-        hf_tokenizer(bpe, config.max_position_embeddings).save_pretrained(scratch)
-        files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:5]}
-    files["README.md"] = hub_card(card, pair).encode()
-    files[ABOUT] = (json.dumps(about, indent=1) + "\n").encode()
-    write_files(folder, files)
-    return about
+    with atomic.writing(folder):  # one writer at a time, from the check to the last rename
+        check_replaceable(folder)
+        config = marian_config(model, len(bpe))
+        marian = MarianMTModel(config).eval()
+        marian.generation_config = generation_config(config.max_position_embeddings)
+        missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
+        tied_or_fixed = {"embed_tokens", "embed_positions", "lm_head"}  # tied, or sinusoids
+        assert not unexpected and all(set(name.split(".")) & tied_or_fixed for name in missing)
+        about = {"format": FORMAT, "version": 2, "pair": pair, "origin": origin or {}}
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch, quiet():
+            marian.save_pretrained(scratch)
+            hf_tokenizer(bpe, config.max_position_embeddings).save_pretrained(scratch)
+            files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:5]}
+        files["README.md"] = hub_card(card, pair).encode()
+        return write_export(folder, files, ABOUT, about)  # the record last, with the sums
 
 
 def card_metrics(card: str) -> list[dict[str, Any]]:
@@ -252,3 +250,11 @@ def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a transformers export")
+
+
+def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """annotated_transformer.json of the transformers export in `folder`, its keys and the
+    SHA-256 of every file checked (`util.atomic.check_export`); else an error naming the file.
+    (`from_pretrained` reads the folder without it: check it first.)"""
+    keys = {"version": int, "pair": str, "origin": dict}
+    return atomic.check_export(folder, ABOUT, FORMAT, keys, FILES[:-1])

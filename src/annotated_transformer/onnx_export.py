@@ -11,7 +11,6 @@ h heads, V the vocabulary.
 """
 
 import copy
-import json
 import logging
 import os
 import warnings
@@ -27,7 +26,7 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util import atomic
-from annotated_transformer.util.atomic import write_files
+from annotated_transformer.util.atomic import write_export
 
 FORMAT = "annotated-transformer onnx export"
 ENCODER, DECODER, TOKENIZER, ABOUT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "export.json"
@@ -135,40 +134,50 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
     float16) and `bpe` into `folder` as the four FILES; returns export.json's settings (with
     `pair`, the direction: source-target)."""
     folder = Path(folder)
-    check_replaceable(folder)
-    model = copy.deepcopy(model).float().eval().cpu()
-    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])  # (2, 4): any ids, one sentence padded
-    src_mask = (src != 0).unsqueeze(1)  # (2, 1, 4)
-    ys = torch.tensor([[1, 5, 6], [1, 7, 8]])  # (2, 3)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(parameter.half().float())
-        memory = model.encode(src, src_mask)  # (2, 4, d_model)
-    max_len = model.tgt_embed[1].max_len  # (the positional encoding's)
-    sizes = {"src": {0: "B", 1: "S"}, "src_mask": {0: "B", 2: "S"}}
-    step = {"memory": {0: "B", 1: "S"}, "src_mask": {0: "B", 2: "S"}, "ys": {0: "B", 1: "T"}}
-    graphs = {
-        ENCODER: to_onnx(EncoderGraph(model), (src, src_mask), sizes, ["memory"], max_len),
-        DECODER: to_onnx(DecoderStepGraph(model), (memory, src_mask, ys), step,
-                         ["log_probs", "cross"], max_len),
-    }  # fmt: skip
-    layer = model.decoder.layers[0]
-    about = {"format": FORMAT, "version": 1, "opset": OPSET, "max_len": max_len,
-             "extra_length": EXTRA_LENGTH, "N": len(model.decoder.layers), "h": layer.src_attn.h,
-             "vocab": len(bpe), "pair": pair, "origin": origin or {}}  # fmt: skip
-    files = {ABOUT: (json.dumps(about, indent=1) + "\n").encode(),
-             TOKENIZER: bpe.to_json()["tokenizer"].encode()}  # fmt: skip
-    for name, proto in graphs.items():
-        float16_weights(proto)
-        files[name] = proto.SerializeToString()
-    write_files(folder, files)
-    return about
+    with atomic.writing(folder):  # one writer at a time, from the check to the last rename
+        check_replaceable(folder)
+        model = copy.deepcopy(model).float().eval().cpu()
+        src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])  # (2, 4): any ids, one sentence padded
+        src_mask = (src != 0).unsqueeze(1)  # (2, 1, 4)
+        ys = torch.tensor([[1, 5, 6], [1, 7, 8]])  # (2, 3)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.copy_(parameter.half().float())
+            memory = model.encode(src, src_mask)  # (2, 4, d_model)
+        max_len = model.tgt_embed[1].max_len  # (the positional encoding's)
+        sizes = {"src": {0: "B", 1: "S"}, "src_mask": {0: "B", 2: "S"}}
+        step = {"memory": {0: "B", 1: "S"}, "src_mask": {0: "B", 2: "S"}, "ys": {0: "B", 1: "T"}}
+        graphs = {
+            ENCODER: to_onnx(EncoderGraph(model), (src, src_mask), sizes, ["memory"], max_len),
+            DECODER: to_onnx(DecoderStepGraph(model), (memory, src_mask, ys), step,
+                             ["log_probs", "cross"], max_len),
+        }  # fmt: skip
+        layer = model.decoder.layers[0]
+        about = {"format": FORMAT, "version": 2, "opset": OPSET, "max_len": max_len,
+                 "extra_length": EXTRA_LENGTH, "N": len(model.decoder.layers),
+                 "h": layer.src_attn.h, "vocab": len(bpe), "pair": pair,
+                 "origin": origin or {}}  # fmt: skip
+        files = {TOKENIZER: bpe.to_json()["tokenizer"].encode()}
+        for name, proto in graphs.items():
+            float16_weights(proto)
+            files[name] = proto.SerializeToString()
+        return write_export(folder, files, ABOUT, about)  # the record last, with the sums
 
 
 def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "an ONNX export")
+
+
+KEYS = {"version": int, "opset": int, "max_len": int, "extra_length": int, "N": int, "h": int,
+        "vocab": int, "pair": str, "origin": dict}  # fmt: skip
+
+
+def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """export.json of the ONNX export in `folder`, its keys and the SHA-256 of every file
+    checked (`util.atomic.check_export`); else an error naming the file."""
+    return atomic.check_export(folder, ABOUT, FORMAT, KEYS, FILES[:-1])
 
 
 class OnnxTransformer:
@@ -184,6 +193,7 @@ class OnnxTransformer:
         import onnxruntime
 
         folder = Path(folder)
+        self.about = check_export(folder)  # every file as export.json lists it, or an error
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only
         self.encoder, self.decoder = (

@@ -31,7 +31,7 @@ from annotated_transformer.model.encoder_decoder import EncoderDecoder
 from annotated_transformer.model.transformer import build_model
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write, writing
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Writing the shipped model".
@@ -49,25 +49,26 @@ def write_pretrained(saved: SavedRun, folder: str | os.PathLike[str]) -> Path:
             f"share_embeddings={saved.config.model.share_embeddings}"
         )
     folder = Path(folder)
-    check_replaceable(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model = saved.trained_model().half()  # the weights in float16: half the bytes
-    weights = {name: t.contiguous() for name, t in model.state_dict().items()}
-    for alias in tied_names(model):  # a tied matrix is stored once; loading ties it again
-        del weights[alias]
-    from safetensors.torch import save
+    with writing(folder):  # one writer at a time (`util.atomic.writing`)
+        check_replaceable(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        model = saved.trained_model().half()  # the weights in float16: half the bytes
+        weights = {name: t.contiguous() for name, t in model.state_dict().items()}
+        for alias in tied_names(model):  # a tied matrix is stored once; loading ties it again
+            del weights[alias]
+        from safetensors.torch import save
 
-    with atomic_write(folder / WEIGHTS, "wb") as file:
-        file.write(save(weights, metadata={"format": FORMAT, "dtype": "float16"}))
-    origin = saved.origin() | {"path": saved.path.name if saved.path else None}
-    about = {"format": FORMAT, "version": 1, "config": saved.config.to_dict(), "origin": origin}
-    with atomic_write(folder / CONFIG, "w") as file:
-        json.dump(about, file, indent=1, ensure_ascii=False)
-        file.write("\n")
-    saved.bpe.save(folder / TOKENIZER)
-    with atomic_write(folder / SUMS, "w") as file:
-        file.writelines(f"{sha256(folder / name)}  {name}\n" for name in FILES)
-    return folder / SUMS
+        with atomic_write(folder / WEIGHTS, "wb") as file:
+            file.write(save(weights, metadata={"format": FORMAT, "dtype": "float16"}))
+        origin = saved.origin() | {"path": saved.path.name if saved.path else None}
+        about = {"format": FORMAT, "version": 1, "config": saved.config.to_dict(), "origin": origin}
+        with atomic_write(folder / CONFIG, "w") as file:
+            json.dump(about, file, indent=1, ensure_ascii=False)
+            file.write("\n")
+        saved.bpe.save(folder / TOKENIZER)
+        with atomic_write(folder / SUMS, "w") as file:
+            file.writelines(f"{sha256(folder / name)}  {name}\n" for name in FILES)
+        return folder / SUMS
 
 
 def check_replaceable(folder: Path) -> None:

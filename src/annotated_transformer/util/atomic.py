@@ -7,18 +7,22 @@
 """Write a file so that a crash leaves the old version or the new one, never half of either.
 
 Vocabularies, checkpoints and run logs are written through it. A write that fails (a full disk,
-a folder that is not writable) raises `WriteFailed`, whose message names the file.
+a folder that is not writable) raises `WriteFailed`, whose message names the file. An export of
+several files (`write_export`) is written whole, its record last with every file's SHA-256, by one
+writer at a time (`writing`); `check_export` refuses a folder whose files do not match its record.
 """
 
 import errno
+import hashlib
 import json
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 # What atomic_write leaves behind only if its process is killed: ".NAME.written-by-PID.XXXXXXXX.tmp"
 TEMPORARY = re.compile(r"^\.(?P<name>.+)\.written-by-(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$")
@@ -126,10 +130,150 @@ def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str
 
 
 def write_files(folder: Path, files: dict[str, bytes]) -> None:
-    """Write `files` (name: bytes) into `folder` together: each to a temporary file beside its
-    place first, and all renamed into place only when every one is whole, the last named last;
-    so a failed write changes none of them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as renames:  # each rename waits for the end; they run in reverse order
-        for name, data in files.items():
-            renames.enter_context(atomic_write(folder / name)).write(data)
+    """Write `files` (name: bytes) into `folder` together, holding its lock (`writing`): each to
+    a temporary file beside its place first, then all renamed into place in their order, the
+    last named (an export's record) last; so a failed write changes none of them, and a write
+    stopped between two renames leaves the old record, which the new files do not match."""
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as renames:  # each rename waits for the end; they run last in, first out
+            for name, data in reversed(files.items()):  # so the first named is renamed first
+                renames.enter_context(atomic_write(folder / name)).write(data)
+
+
+# From book/appendix_files.ipynb,
+#   "How the package is built: files, downloads and records"
+#   › "Exports written whole, and read only when whole".
+try:
+    import fcntl
+except ImportError:  # (Windows has no flock: an output folder is not locked there)
+    fcntl = None
+
+_HELD: set[tuple[Path, int]] = set()  # (lock file, thread) of the `writing` blocks in progress
+
+
+class FolderInUse(OSError):
+    """Another process is writing the same output folder."""
+
+
+def lock_path(folder: str | os.PathLike[str]) -> Path:
+    """The lock file of an output `folder`: `.NAME.lock` beside it (not in it: an export holds
+    only what its readers read)."""
+    folder = Path(folder).absolute()
+    return folder.parent / f".{folder.name}.lock"
+
+
+@contextmanager
+def writing(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """While in use, this process alone writes `folder`: an exclusive flock on its lock file,
+    which holds this process's pid; another writer gets `FolderInUse`, naming that pid. The lock
+    file is removed at the end; one that a killed process left is taken over (its lock ended
+    with it). A `writing` block inside another for the same folder shares its lock."""
+    path = lock_path(folder)
+    key = (path, threading.get_ident())
+    if fcntl is None or key in _HELD:  # no flock here, or this block holds it already
+        yield
+        return
+    fd = take_lock(path, Path(folder))
+    _HELD.add(key)
+    try:
+        yield
+    finally:
+        _HELD.discard(key)
+        path.unlink(missing_ok=True)  # while still locked: a writer that opened it retries
+        os.close(fd)
+
+
+def take_lock(path: Path, folder: Path) -> int:
+    """The open lock file `path` of `folder`, locked by this process and holding its pid."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(8):  # (the holder may remove the file between our open and our lock)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise in_use(folder, path) from None
+            try:
+                ours = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                ours = False
+            if ours:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                return fd
+            os.close(fd)  # a file the last holder removed: open the new one
+    except FolderInUse:
+        raise
+    except OSError as error:
+        raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from None
+    raise in_use(folder, path)
+
+
+def in_use(folder: Path, path: Path) -> FolderInUse:
+    try:
+        holder = path.read_text(encoding="utf-8").strip() or "unknown"
+    except (OSError, UnicodeDecodeError):
+        holder = "unknown"
+    return FolderInUse(
+        f"{folder} is being written by another process (pid {holder}, which holds {path}): "
+        f"wait for it to end, or choose another --out"
+    )
+
+
+def write_export(folder: Path, files: dict[str, bytes], record: str,
+                 about: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Write `files` (name: bytes) into `folder` with `record`, a JSON file holding `about` and
+    the SHA-256 of each of them, renamed into place last (`write_files`); returns the record."""
+    sums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    about = {**about, "sha256": sums}
+    write_files(folder, {**files, record: (json.dumps(about, indent=1) + "\n").encode()})
+    return about
+
+
+def check_export(folder: str | os.PathLike[str], record: str, form: str,
+                 keys: dict[str, type], names: Sequence[str]) -> dict[str, Any]:  # fmt: skip
+    """The `record` of the export in `folder`: a JSON object of format `form` whose `keys` have
+    their types, and whose SHA-256 sums cover `names` and match the files; else a ValueError
+    (or a FileNotFoundError) naming the file and what is wrong."""
+    folder = Path(folder)
+    path = folder / record
+    try:
+        about = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: missing (an export's record of its files)") from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a JSON record ({error})") from None
+    if not isinstance(about, dict) or about.get("format") != form:
+        raise ValueError(f"{path}: not the record of an export of format {form!r}")
+    for key, kind in {**keys, "sha256": dict}.items():
+        if key not in about:
+            raise ValueError(f"{path}: no key {key!r} (an older or damaged export: export again)")
+        if not isinstance(about[key], kind) or (kind is int and isinstance(about[key], bool)):
+            raise ValueError(f"{path}: {key} must be {kind.__name__}, got "
+                             f"{type(about[key]).__name__} {str(about[key])[:40]!r}")  # fmt: skip
+    unlisted = [name for name in names if name not in about["sha256"]]
+    if unlisted:
+        raise ValueError(f"{path}: sha256 lacks {', '.join(unlisted)}")
+    for name, expected in about["sha256"].items():
+        check_sum(folder, name, expected, record)
+    return about
+
+
+def check_sum(folder: Path, name: str, expected: object, record: str) -> None:
+    """The file `name` of `folder` has the SHA-256 `expected` that `record` gives."""
+    if not isinstance(expected, str) or Path(name).name != name or name in ("", ".", ".."):
+        raise ValueError(f"{folder / record}: sha256 has a bad entry {name!r}: {expected!r}")
+    path = folder / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing ({record} lists it)")
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise ValueError(
+            f"{path}: SHA-256 {digest.hexdigest()[:16]}… differs from {record} "
+            f"({expected[:16]}…): the folder mixes two exports or was changed; export again"
+        )
