@@ -334,12 +334,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from annotated_transformer.data import shards, wmt14
 
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
-    say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    already = shards.check_prepared(shards.shard_folder(folder, args.vocab_size, args.min_freq),
-                                    folder)  # fmt: skip
-    prepared = shards.prepare_shards(folder, args.vocab_size, args.min_freq, say)
+    said: list[str] = []  # what prepare_shards says: nothing when the folder is reused
+
+    def say(message: str) -> None:
+        said.append(message)
+        print(message, file=sys.stderr, flush=True)
+
+    prepared = shards.prepare_shards(folder, args.vocab_size, args.min_freq, say, rebuild=True)
     tokenizer, train = shards.open_prepared(prepared, ("en", "de"))
-    print(f"{prepared}: {'already prepared; ' if already else ''}{len(tokenizer):,} BPE pieces, "
+    print(f"{prepared}: {'' if said else 'already prepared; '}{len(tokenizer):,} BPE pieces, "
           f"{len(train):,} training pairs; train with --data-dir {folder} --set "
           f"vocab_size={args.vocab_size} (the wmt14 presets: 37000)")  # fmt: skip
     return 0
