@@ -840,12 +840,15 @@ def _wrote(out: Path, files: Sequence[str]) -> int:
 
 
 def _model_card(checkpoint: str | None) -> str | None:
-    """The card beside a model: the shipped model's, or a save-pretrained folder's."""
+    """The card beside a model (the shipped model's, or a save-pretrained folder's) when it
+    records the SHA-256 of these very weights; else None, and a note on standard error."""
+    from annotated_transformer.hf_export import card_beside
     from annotated_transformer.pretrained import shipped_folder
 
-    folder = shipped_folder() if checkpoint is None else Path(checkpoint)
-    card = folder / "MODEL_CARD.md"
-    return card.read_text(encoding="utf-8") if card.is_file() else None
+    card, why = card_beside(shipped_folder() if checkpoint is None else Path(checkpoint))
+    if why is not None:
+        print(f"{PROG}: note: {why}", file=sys.stderr, flush=True)
+    return card
 
 
 def _our_attention_file(path: Path) -> bool:
