@@ -180,6 +180,18 @@ def test_a_newstest_file_that_does_not_fit_is_named_before_any_work(text, damage
         check(text)
 
 
+def test_evaluate_names_a_misaligned_newstest_file(text):
+    from types import SimpleNamespace
+
+    from annotated_transformer.evaluation.newstest import evaluate_newstest
+
+    cut(text / "newstest2014-filtered.de", 200)
+    translator = SimpleNamespace(config=SimpleNamespace(pair="en-de"))  # never asked to translate
+    with pytest.raises(ValueError, match=r"newstest2014-filtered.en and .*newstest2014-filtered"
+                       r".de are not aligned: one ends at line \d+"):  # fmt: skip
+        evaluate_newstest(translator, "newstest2014", text)
+
+
 # --- a results record and its reference file ------------------------------------------------
 
 

@@ -350,9 +350,11 @@ def check_prepared(
         pass  # (refused if misaligned, or not UTF-8)
     if folder.exists() and not (folder / "train.json").is_file():
         raise ValueError(f"{folder}: not a prepared folder (no train.json): move it away")
-    why = changed_source(folder, data_dir) if folder.exists() else "missing"
-    if why is None or why == "missing":
-        return why is None
+    if not folder.exists():
+        return False
+    why = changed_source(folder, data_dir)
+    if why is None:
+        return True
     if rebuild:
         say(f"prepare: {why}; preparing it again")
         return False
