@@ -60,9 +60,10 @@ DIVERGED = "a diverged run or checkpoint"
 ENVIRONMENT = "torchrun variables that do not fit"
 LONG = "a long translation"
 WRITTEN_TWICE = "a folder written twice at once"
+DERIVED = "data prepared from changed text"
 CLASSES = (
     OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
-    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG, WRITTEN_TWICE,
+    CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG, WRITTEN_TWICE, DERIVED,
 )  # fmt: skip
 
 
@@ -377,9 +378,59 @@ def wmt_run_whose_data_moved(folder: Path) -> None:
     (run / "run.json").write_text(json.dumps(about), encoding="utf-8")
 
 
+# Issue 44, data prepared from changed text: what its cases need
+def text_then(change: Callable[[Path], None], prepare: bool = True) -> Callable[[Path], None]:
+    """A setup: the miniature WMT text in `wmt/`, its folder prepared (a BPE of 300 pieces,
+    `wmt/shards-bpe300-min2`) unless not `prepare`, then `change(wmt)`: what happened since."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.data import shards
+
+        miniature_text()(folder)
+        if prepare:
+            shards.prepare_shards(folder / "wmt", 300, 2, say=lambda message: None)
+        change(folder / "wmt")
+
+    return setup
+
+
+def rewritten(name: str, change: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """A change: the file `name` of the text (or of its prepared folder) rewritten."""
+    return lambda wmt: (wmt / name).write_bytes(change((wmt / name).read_bytes()))
+
+
+def first_lines(n: int) -> Callable[[bytes], bytes]:
+    return lambda data: b"".join(data.splitlines(keepends=True)[:n])
+
+
+def without_key(key: str) -> Callable[[bytes], bytes]:
+    return lambda data: json.dumps({k: v for k, v in json.loads(data).items() if k != key}).encode()
+
+
+def offsets_short_by(n: int) -> Callable[[bytes], bytes]:
+    import numpy as np
+
+    def change(data: bytes) -> bytes:
+        buffer = io.BytesIO()
+        np.save(buffer, np.load(io.BytesIO(data))[:-n])
+        return buffer.getvalue()
+
+    return change
+
+
+def another_vocabulary(wmt: Path) -> None:
+    from annotated_transformer.data import shards
+
+    other = shards.learn_bpe([wmt / "newstest2013.en", wmt / "newstest2013.de"], 280, 1)
+    other.save(wmt / "shards-bpe300-min2" / "bpe.json")
+
+
 WMT = ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror", "--test-sources",
        "mirror/SOURCES.json", "--data-dir", "wmt")  # fmt: skip
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
+TW = ("train", "--preset", "wmt14-base", "--data-dir", "wmt", "--out", "new", "--set",
+      "vocab_size=300")  # a new WMT run on the miniature text  # fmt: skip
+PW = ("prepare", "--data-dir", "wmt", "--vocab-size", "300")
 TR = ("translate", "--checkpoint", "run")
 SENTENCE = "Ein Hund rennt."
 CASES = [
@@ -950,6 +1001,58 @@ CASES = [
          "ct2/export.json: no key 'sha256' (an older or damaged export: export again)",
          "exit 1, says to export again", setup=ct2_copy(ct2_record(lambda about: about.pop(
              "sha256"))), note="ct2: written before exports recorded their files' sums"),
+    # issue 44: data prepared from changed text, damaged shards and newstest files
+    Case("train-on-text-rewritten-since", DERIVED, TW, 1,
+         "wmt/train.en: 12,381 bytes, not the 16,744 that shards-bpe300-min2 was prepared from: "
+         "the text changed since; prepare it again: annotated-transformer prepare --data-dir wmt",
+         "exit 1 before any file, names the file, the sizes and the prepare command",
+         setup=text_then(both(rewritten("train.en", first_lines(400)),
+                              rewritten("train.de", first_lines(400)))),
+         note="wmt/: prepared, then `download --max-length 6` rewrote train.en and train.de"),
+    Case("train-on-text-replaced-same-size", DERIVED, TW, 1,
+         "that shards-bpe300-min2 was prepared from: the text changed since; prepare it again",
+         "exit 1 before any file, names the file and both SHA-256s",
+         setup=text_then(rewritten("train.de", lambda data: data.replace(b"e", b"E", 1))),
+         note="wmt/train.de: one letter changed since prepare, the size the same"),
+    Case("train-on-a-folder-of-the-previous-version", DERIVED, TW, 1,
+         "wmt/shards-bpe300-min2/train.json: records no fingerprints of the text it was "
+         "prepared from (an earlier version prepared it); prepare it again",
+         "exit 1 before any file, gives the prepare command (which prepares it again)",
+         setup=text_then(rewritten("shards-bpe300-min2/train.json", without_key("sources"))),
+         note="wmt/shards-bpe300-min2/: prepared by 0.2.0, without fingerprints"),
+    Case("prepare-with-a-vocabulary-changed-since", DERIVED, PW, 1,
+         "wmt/shards-bpe300-min2: train.json was written with another BPE than bpe.json",
+         "exit 1, names the folder; nothing replaced",
+         setup=text_then(another_vocabulary),
+         note="wmt/shards-bpe300-min2/bpe.json: replaced by another vocabulary"),
+    Case("prepare-shard-description-lacks-keys", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.json: lacks pairs: the shard is damaged",
+         "exit 1, names the file and the missing key",
+         setup=text_then(rewritten("shards-bpe300-min2/train.json", without_key("pairs"))),
+         note="wmt/shards-bpe300-min2/train.json: its pairs deleted"),
+    Case("prepare-offsets-short", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.en.offsets.npy: 535 offsets (int64), expected 540 "
+         "integers (539 pairs + 1, from train.json)", "exit 1, names the file and both counts",
+         setup=text_then(rewritten("shards-bpe300-min2/train.en.offsets.npy",
+                                   offsets_short_by(5))),
+         note="wmt/shards-bpe300-min2/train.en.offsets.npy: 5 offsets short"),
+    Case("prepare-offsets-cut-mid-array", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.de.offsets.npy: not a whole offsets array (mmap length "
+         "is greater than file size)", "exit 1, names the file",
+         setup=text_then(rewritten("shards-bpe300-min2/train.de.offsets.npy",
+                                   lambda data: data[:1000])),
+         note="wmt/shards-bpe300-min2/train.de.offsets.npy: cut at byte 1,000"),
+    Case("train-newstest-misaligned", MISSING, TW, 1,
+         "wmt/newstest2013.en and wmt/newstest2013.de are not aligned: one ends at line 20",
+         "exit 1 before any file, names both files and the line",
+         setup=text_then(rewritten("newstest2013.de", first_lines(20)), prepare=False),
+         note="wmt/newstest2013.de: its first 20 lines only"),
+    Case("train-newstest-not-utf8", MISSING, TW, 1,
+         "wmt/newstest2013.en: line 1 is not UTF-8 text (invalid continuation byte",
+         "exit 1 before any file, names the file and the line",
+         setup=text_then(rewritten("newstest2013.en", lambda data: b"M\xe4nner\n" + data),
+                         prepare=False),
+         note="wmt/newstest2013.en: a Latin-1 line first"),
 ]  # fmt: skip
 
 
@@ -1666,6 +1769,29 @@ def test_torchruns_variables_that_do_not_fit_are_refused_before_any_file(
         assert not out.exists()
 
 
+# Issue 44, data prepared from changed text: one test for the class
+
+
+def test_data_prepared_from_changed_text_is_prepared_again_or_refused(capsys, tmp_path):
+    """`train` refuses a folder prepared from text that changed since, before any file; `prepare`
+    says so in one line and prepares it again, and then `train` reads it."""
+    from annotated_transformer.data import shards
+
+    text_then(rewritten("train.en", lambda data: data.replace(b"a", b"o", 1)))(tmp_path)
+    wmt, out = tmp_path / "wmt", tmp_path / "new"
+    before = snapshot(tmp_path)
+    fails(capsys, 1, f"{wmt}/train.en: SHA-256 ", "train", *TW[1:4], str(wmt), "--out", str(out),
+          *TW[7:])  # fmt: skip
+    assert snapshot(tmp_path) == before and not out.exists()
+    code, printed, err = run_cli(capsys, *PW[:2], str(wmt), *PW[3:])
+    assert code == 0, err
+    assert err.splitlines()[0].startswith(f"prepare: {wmt}/train.en: SHA-256 ")
+    assert err.splitlines()[0].endswith("the text changed since; preparing it again")
+    assert "already prepared" not in printed
+    assert shards.check_prepared(shards.shard_folder(wmt, 300, 2), wmt)  # train reads it now
+    assert [p.name for p in wmt.iterdir() if p.name.startswith(".")] == []
+
+
 # --- every subcommand, and the help --------------------------------------------------------------
 
 BAD_INPUTS = {  # for each subcommand, inputs it must refuse in one line (and never a traceback)
@@ -1737,6 +1863,22 @@ def test_a_folder_written_twice_at_once_is_refused_and_stays_whole(capsys, folde
           "Hallo")  # fmt: skip
 
 
+def test_a_long_translation_keeps_what_it_wrote_and_names_the_line(folder):
+    """Issue 45: a bad line in a later chunk stops the translation there: the lines of the
+    chunks before it are written (and flushed) first, and the error names the line of the input,
+    counted as the user counts them (empty lines too)."""
+    lines = ["Ein Hund.", "", "Ein Mann.", "Hund " * 300, "Eine Frau."]
+    done = subprocess.run(
+        [sys.executable, "-m", "annotated_transformer", "translate", "--checkpoint", "run",
+         "--chunk", "2"], input="\n".join(lines).encode(), capture_output=True, cwd=folder,
+        timeout=300,
+    )  # fmt: skip
+    written = done.stdout.decode("utf-8").splitlines()
+    assert done.returncode == 1 and len(written) == 2 and written[1] == ""  # lines 1 and 2
+    (line,) = done.stderr.decode("utf-8").strip().splitlines()
+    assert line.startswith(f"{ERROR} line 4 has 300 tokens")
+
+
 CLASS_TESTS = {  # each class of error, and the test that goes further than the table
     OPTION: test_an_unknown_command_or_option_is_exit_2,
     VALUE: test_a_bad_value_for_an_option_is_exit_2_naming_the_option_and_the_value,
@@ -1753,7 +1895,9 @@ CLASS_TESTS = {  # each class of error, and the test that goes further than the 
     IN_USE: test_a_run_folder_in_use_or_holding_a_run_is_never_replaced,
     DIVERGED: test_a_diverged_run_stops_and_its_checkpoints_hold_no_nan,
     ENVIRONMENT: test_torchruns_variables_that_do_not_fit_are_refused_before_any_file,
+    LONG: test_a_long_translation_keeps_what_it_wrote_and_names_the_line,
     WRITTEN_TWICE: test_a_folder_written_twice_at_once_is_refused_and_stays_whole,
+    DERIVED: test_data_prepared_from_changed_text_is_prepared_again_or_refused,
 }
 
 

@@ -339,12 +339,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     except ValueError as error:  # (a usage mistake, as the parser's own)
         raise UsageError(f"--vocab-size {args.vocab_size}: {error}") from None
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
-    say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    already = shards.check_prepared(shards.shard_folder(folder, args.vocab_size, args.min_freq),
-                                    folder)  # fmt: skip
-    prepared = shards.prepare_shards(folder, args.vocab_size, args.min_freq, say)
+    said: list[str] = []  # what prepare_shards says: nothing when the folder is reused
+
+    def say(message: str) -> None:
+        said.append(message)
+        print(message, file=sys.stderr, flush=True)
+
+    prepared = shards.prepare_shards(folder, args.vocab_size, args.min_freq, say, rebuild=True)
     tokenizer, train = shards.open_prepared(prepared, ("en", "de"))
-    print(f"{prepared}: {'already prepared; ' if already else ''}{len(tokenizer):,} BPE pieces, "
+    print(f"{prepared}: {'' if said else 'already prepared; '}{len(tokenizer):,} BPE pieces, "
           f"{len(train):,} training pairs; train with --data-dir {folder} --set "
           f"vocab_size={args.vocab_size} --set min_freq={args.min_freq} (the wmt14 presets: "
           f"37000 and 2)")  # fmt: skip
@@ -878,12 +881,15 @@ def _wrote(out: Path, files: Sequence[str]) -> int:
 
 
 def _model_card(checkpoint: str | None) -> str | None:
-    """The card beside a model: the shipped model's, or a save-pretrained folder's."""
+    """The card beside a model (the shipped model's, or a save-pretrained folder's) when it
+    records the SHA-256 of these very weights; else None, and a note on standard error."""
+    from annotated_transformer.hf_export import card_beside
     from annotated_transformer.pretrained import shipped_folder
 
-    folder = shipped_folder() if checkpoint is None else Path(checkpoint)
-    card = folder / "MODEL_CARD.md"
-    return card.read_text(encoding="utf-8") if card.is_file() else None
+    card, why = card_beside(shipped_folder() if checkpoint is None else Path(checkpoint))
+    if why is not None:
+        print(f"{PROG}: note: {why}", file=sys.stderr, flush=True)
+    return card
 
 
 def _our_attention_file(path: Path) -> bool:

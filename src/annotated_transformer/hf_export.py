@@ -198,22 +198,25 @@ def card_metrics(card: str) -> list[dict[str, Any]]:
 
 def hub_card(card: str | None, pair: str = "de-en") -> str:
     """README.md in the Hub's format: YAML front matter, then `card`; `pair`: source-target."""
+    import yaml
+
     codes = pair.split("-")
     source, target = ({"de": "German", "en": "English"}[code] for code in codes)
     card = card or f"# annotated-transformer model, {source}→{target}\n"
     metrics = card_metrics(card)
-    lines = ["---", "language:", *(f"- {code}" for code in codes), "license: mit",
-             "library_name: transformers",
-             "pipeline_tag: translation", "tags:", "- translation", "- marian",
-             "- annotated-transformer", "datasets:", "- multi30k"]  # fmt: skip
-    if metrics:
-        lines += ["model-index:", f"- name: annotated-transformer-{pair}", "  results:"]
-    for split in dict.fromkeys(m["split"] for m in metrics):  # one result per split, in order
-        lines += [f"  - task: {{type: translation, name: {source} to {target}}}",
-                  f"    dataset: {{name: Multi30k {split}, type: multi30k, split: {split}}}",
-                  "    metrics:"]  # fmt: skip
-        lines += [f"    - {{type: {m['type']}, name: {m['name']}, value: {m['value']}, "
-                  f"args: '{m['args']}'}}" for m in metrics if m["split"] == split]  # fmt: skip
+    front: dict[str, Any] = {
+        "language": codes, "license": "mit", "library_name": "transformers",
+        "pipeline_tag": "translation", "tags": ["translation", "marian", "annotated-transformer"],
+        "datasets": ["multi30k"],
+    }  # fmt: skip
+    # one result per split, in order
+    results = [{"task": {"type": "translation", "name": f"{source} to {target}"},
+                "dataset": {"name": f"Multi30k {split}", "type": "multi30k", "split": split},
+                "metrics": [{key: m[key] for key in ("type", "name", "value", "args")}
+                            for m in metrics if m["split"] == split]}
+               for split in dict.fromkeys(m["split"] for m in metrics)]  # fmt: skip
+    if results:
+        front["model-index"] = [{"name": f"annotated-transformer-{pair}", "results": results}]
     usage = ("Read with `transformers` (no code of `annotated-transformer` needed):\n\n"
              "```python\nfrom transformers import AutoTokenizer, MarianMTModel\n\n"
              'tokenizer = AutoTokenizer.from_pretrained("PATH-TO-THIS-FOLDER")\n'
@@ -229,7 +232,37 @@ def hub_card(card: str | None, pair: str = "de-en") -> str:
              f"`annotated-transformer`'s output on {GREEDY_EQUAL} of the 1,000 sentences of "
              "Multi30k test2016; the others are repetitions that `annotated-transformer` cuts "
              "at the source's length + 50 tokens and `generate` at max_length.\n")  # fmt: skip
-    return "\n".join([*lines, "---", ""]) + "\n" + usage + "\n" + card
+    front_matter = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{front_matter}---\n\n{usage}\n{card}"
+
+
+def card_weights_sha256(card: str) -> str | None:
+    """The SHA-256 that a card's table of files gives for `model.safetensors` (None if none)."""
+    found = re.search(r"^\| `model\.safetensors` \| [\d,]+ \| `([0-9a-f]{64})` \|", card,
+                      re.MULTILINE)  # fmt: skip
+    return found.group(1) if found else None
+
+
+def card_beside(folder: str | os.PathLike[str]) -> tuple[str | None, str | None]:
+    """(`MODEL_CARD.md` of `folder`, None) when that card records the SHA-256 of the weights
+    beside it, `model.safetensors`; else (None, why not, in words); (None, None) if no card."""
+    from annotated_transformer.pretrained import sha256
+
+    path, weights = Path(folder) / "MODEL_CARD.md", Path(folder) / "model.safetensors"
+    if not path.is_file():
+        return None, None
+    try:
+        card = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return None, f"{path}: unreadable ({error}): the Hub card is written without it"
+    recorded = card_weights_sha256(card)
+    actual = sha256(weights) if weights.is_file() else None
+    if recorded is None or recorded != actual:
+        what = "no SHA-256 of model.safetensors" if recorded is None else (
+            f"the scores of other weights (model.safetensors {recorded[:16]}…, not "
+            f"{actual[:16] + '…' if actual else 'none'} here)")  # fmt: skip
+        return None, f"{path}: records {what}: the Hub card is written without its scores"
+    return card, None
 
 
 @contextmanager

@@ -31,8 +31,12 @@ SHARD_FORMAT = "annotated-transformer-shard"
 def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
     """The lines of a UTF-8 text file, one at a time, without line ends (split at `\\n` only)."""
     with open(path, "rb") as file:
-        for raw in file:
-            yield raw.decode("utf-8").rstrip("\n")
+        for n, raw in enumerate(file, 1):
+            try:
+                yield raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}: line {n} is not UTF-8 text ({error.reason} at byte "
+                                 f"{error.start} of the line)") from None  # fmt: skip
 
 
 def learn_bpe(
@@ -136,7 +140,7 @@ class ShardedPairs(torch.utils.data.Dataset):
         if sorted(self.languages) != sorted(self.meta["languages"]):
             raise ValueError(f"{self.folder / split}.json: holds {self.meta['languages']}, "
                              f"not {list(self.languages)}")  # fmt: skip
-        self.offsets = {lang: np.load(self.folder / f"{split}.{lang}.offsets.npy", mmap_mode="r")
+        self.offsets = {lang: open_offsets(self.folder, split, lang, self.meta)
                         for lang in self.languages}  # fmt: skip
         self._ids: dict[str, np.memmap] = {}  # opened on first use, in each worker
 
@@ -199,6 +203,7 @@ def read_shard_meta(folder: Path, split: str) -> dict:
         raise ValueError(f"{path}: not a shard description ({error})") from None
     if not isinstance(meta, dict) or meta.get("format") != SHARD_FORMAT:
         raise ValueError(f"{path}: not a shard description written by this package")
+    check_shard_keys(meta, path)
     for lang in meta["languages"]:
         ids = folder / f"{split}.{lang}.ids"
         size = ids.stat().st_size if ids.is_file() else None
@@ -209,6 +214,51 @@ def read_shard_meta(folder: Path, split: str) -> dict:
     return meta
 
 
+KEYS = {"languages": list, "pairs": int, "dtype": str, "tokens": dict, "tokenizer_sha256": str}
+
+
+def check_shard_keys(meta: dict, path: Path) -> None:
+    """Refuse a description that lacks a key the reader needs, or holds one of the wrong type."""
+    missing = [key for key in KEYS if key not in meta]
+    if missing:
+        raise ValueError(f"{path}: lacks {', '.join(missing)}: the shard is damaged; write it "
+                         f"again")  # fmt: skip
+    wrong = [f"{key} is {type(meta[key]).__name__}, not {kind.__name__}"
+             for key, kind in KEYS.items() if type(meta[key]) is not kind]  # fmt: skip
+    languages = meta["languages"]
+    if not wrong and (len(languages) != 2 or sorted(meta["tokens"]) != sorted(languages)):
+        wrong.append(f"tokens has {sorted(meta['tokens'])} for the languages {languages}")
+    if not wrong and meta["dtype"] not in ("uint16", "int32"):
+        wrong.append(f"dtype {meta['dtype']!r} is not uint16 or int32")
+    if wrong:
+        raise ValueError(f"{path}: {'; '.join(wrong)}: the shard is damaged; write it again")
+
+
+def open_offsets(folder: Path, split: str, lang: str, meta: dict) -> np.ndarray:
+    """The offsets of one side of a shard, memory-mapped, refusing a file cut short or one that
+    does not fit the description (pairs + 1 of them, from 0 to the side's token count)."""
+    path = folder / f"{split}.{lang}.offsets.npy"
+    try:
+        offsets = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: missing: the shard is incomplete; write it "
+                                f"again") from None  # fmt: skip
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a whole offsets array ({error}): the shard is damaged "
+                         f"or was cut short; write it again") from None  # fmt: skip
+    expected, tokens = meta["pairs"] + 1, meta["tokens"][lang]
+    if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) != expected:
+        raise ValueError(f"{path}: {offsets.size:,} offsets ({offsets.dtype}), expected "
+                         f"{expected:,} integers ({meta['pairs']:,} pairs + 1, from "
+                         f"{split}.json): the shard is damaged; write it again")  # fmt: skip
+    if offsets[0] != 0 or offsets[-1] != tokens:
+        raise ValueError(
+            f"{path}: runs from {offsets[0]} to {offsets[-1]}, expected 0 to "
+            f"{tokens} (from {split}.json): the shard is damaged; write it again"
+        )
+    return offsets
+
+
 # From book/paper_scale.ipynb, "At the paper's scale" › "Prepared once, read by the trainer".
 def shard_folder(data_dir: str | os.PathLike[str], vocab_size: int, min_freq: int) -> Path:
     """Where the BPE and the training shard of the text in `data_dir` are kept."""
@@ -217,50 +267,100 @@ def shard_folder(data_dir: str | os.PathLike[str], vocab_size: int, min_freq: in
 
 def prepare_shards(
     data_dir: str | os.PathLike[str], vocab_size: int = 37_000, min_freq: int = 2,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] = print, rebuild: bool = False,
 ) -> Path:  # fmt: skip
     """The folder holding `bpe.json` and the training shard of the text in `data_dir` (as
-    `download --dataset wmt14-en-de` writes it): made the first time, then reused."""
+    `download --dataset wmt14-en-de` writes it): made the first time, then reused while the
+    text is the one it was made from (`check_prepared`). Text that changed since is prepared
+    again with `rebuild` (as `annotated-transformer prepare` does), else refused. It says
+    something only when it writes the folder."""
+    data_dir = Path(data_dir)
+    folder = shard_folder(data_dir, vocab_size, min_freq)
+    if not check_prepared(folder, data_dir, rebuild, say):
+        write_prepared(data_dir, folder, vocab_size, min_freq, say)
+    return folder
+
+
+def write_prepared(
+    data_dir: Path, folder: Path, vocab_size: int, min_freq: int, say: Callable[[str], None]
+) -> None:
+    """Learn the BPE and write the training shard in a scratch folder beside `folder`, its
+    `train.json` holding the size and SHA-256 of the text it read (`SOURCES`); then rename it."""
     import shutil
     import tempfile
 
-    data_dir = Path(data_dir)
-    folder = shard_folder(data_dir, vocab_size, min_freq)
-    if not check_prepared(folder, data_dir):
-        say(f"prepare: learning a {vocab_size:,}-piece BPE from {data_dir}/train.en and .de")
-        paths = [data_dir / "train.en", data_dir / "train.de"]
-        tokenizer = learn_bpe(paths, vocab_size, min_freq)
-        work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=data_dir))
-        try:
-            tokenizer.save(work / "bpe.json")
-            meta = write_shard(tokenizer, data_dir, "train", out=work)
-            say(f"prepare: {meta['pairs']:,} training pairs, "
-                f"{sum(meta['tokens'].values()):,} tokens, into {folder}")  # fmt: skip
-            try:
-                os.replace(work, folder)
-            except OSError:  # another process was quicker: keep its folder
-                if not (folder / "train.json").is_file():
-                    raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return folder
+    say(f"prepare: learning a {vocab_size:,}-piece BPE from {data_dir}/train.en and .de")
+    sources = source_fingerprints(data_dir)
+    tokenizer = learn_bpe([data_dir / name for name in SOURCES], vocab_size, min_freq)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=data_dir))
+    try:
+        tokenizer.save(work / "bpe.json")
+        meta = write_shard(tokenizer, data_dir, "train", out=work)
+        changed = [name for name, now in source_fingerprints(data_dir).items()
+                   if now != sources[name]]  # fmt: skip
+        if changed:
+            raise ValueError(f"{data_dir / changed[0]}: changed while it was being prepared: "
+                             f"prepare again once nothing writes it")  # fmt: skip
+        meta["sources"] = sources
+        (work / "train.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        say(f"prepare: {meta['pairs']:,} training pairs, "
+            f"{sum(meta['tokens'].values()):,} tokens, into {folder}")  # fmt: skip
+        put_in_place(work, folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def put_in_place(work: Path, folder: Path) -> None:
+    """Rename `work` to `folder`. A folder there (prepared from text that changed since) is
+    moved aside first and deleted after; one that another process put there meanwhile stays."""
+    import shutil
+    import tempfile
+
+    stale = None
+    if folder.exists():
+        stale = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+        os.replace(folder, stale)
+    try:
+        os.replace(work, folder)
+    except OSError:  # another process was quicker: keep its folder
+        if not (folder / "train.json").is_file():
+            raise
+    finally:
+        if stale is not None:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 TEXT = ("manifest.json", "train.en", "train.de", "newstest2013.en", "newstest2013.de")
 
 
-def check_prepared(folder: Path, data_dir: Path) -> bool:
-    """Whether `folder` is prepared; refuse text that `download` did not write, or a folder of
-    that name that this function did not."""
+def check_prepared(
+    folder: Path, data_dir: Path, rebuild: bool = False, say: Callable[[str], None] = print
+) -> bool:
+    """Whether `folder` is prepared from the text now in `data_dir`; refuse text that `download`
+    did not write, or a folder of that name that this function did not. A folder prepared from
+    text that changed since (or by an earlier version, which recorded no fingerprints) is False
+    with `rebuild`, said in one line, and without it a ValueError naming the file."""
     missing = [name for name in TEXT if not (data_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(
             f"{data_dir}: holds no {', '.join(missing)}; write them with `annotated-transformer "
             f"download --dataset wmt14-en-de --data-dir {data_dir}`"
         )
+    for _ in zip_aligned(data_dir / "newstest2013.en", data_dir / "newstest2013.de"):
+        pass  # (refused if misaligned, or not UTF-8)
     if folder.exists() and not (folder / "train.json").is_file():
         raise ValueError(f"{folder}: not a prepared folder (no train.json): move it away")
-    return folder.exists()
+    if not folder.exists():
+        return False
+    why = changed_source(folder, data_dir)
+    if why is None:
+        return True
+    if rebuild:
+        say(f"prepare: {why}; preparing it again")
+        return False
+    size, _, freq = folder.name.removeprefix("shards-bpe").partition("-min")
+    raise ValueError(f"{why}; prepare it again: annotated-transformer prepare --data-dir "
+                     f"{data_dir} --vocab-size {size} --min-freq {freq}")  # fmt: skip
 
 
 def open_prepared(
@@ -296,3 +396,49 @@ class PairsWithin:
     def batch(self, indices: Sequence[int]) -> Batch:
         """The pairs at `indices`, read from the memory maps and padded into one `Batch`."""
         return collate([self.shard[int(self.index[i])] for i in indices], pad=PAD_ID)
+
+
+SOURCES = ("train.en", "train.de")  # what a prepared folder is made from
+
+
+def fingerprint(path: Path) -> dict[str, int | str]:
+    """A file's size and SHA-256."""
+    import hashlib
+
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        return {"size": size, "sha256": hashlib.file_digest(file, "sha256").hexdigest()}
+
+
+def source_fingerprints(data_dir: Path) -> dict[str, dict[str, int | str]]:
+    return {name: fingerprint(data_dir / name) for name in SOURCES}
+
+
+def changed_source(folder: Path, data_dir: Path) -> str | None:
+    """What of the text in `data_dir` is not what `folder` was prepared from (its train.json
+    records each file's size and SHA-256), naming the file; None when nothing changed."""
+    path = folder / "train.json"
+    recorded = read_shard_meta(folder, "train").get("sources")
+    if recorded is None:
+        return (f"{path}: records no fingerprints of the text it was prepared from (an "
+                f"earlier version prepared it)")  # fmt: skip
+    kinds = {"size": int, "sha256": str}
+    if not (isinstance(recorded, dict) and set(recorded) == set(SOURCES) and all(
+        isinstance(then, dict) and all(type(then.get(k)) is t for k, t in kinds.items())
+        for then in recorded.values()
+    )):  # fmt: skip
+        raise ValueError(
+            f"{path}: its sources are not {' and '.join(SOURCES)} with their size "
+            f"and sha256: the folder is damaged; delete it and prepare again"
+        )
+    for name in SOURCES:
+        source, then = data_dir / name, recorded[name]
+        size = source.stat().st_size
+        if size != then["size"]:
+            return (f"{source}: {size:,} bytes, not the {then['size']:,} that {folder.name} "
+                    f"was prepared from: the text changed since")  # fmt: skip
+        sha256 = fingerprint(source)["sha256"]
+        if sha256 != then["sha256"]:
+            return (f"{source}: SHA-256 {sha256[:16]}…, not the {then['sha256'][:16]}… that "
+                    f"{folder.name} was prepared from: the text changed since")  # fmt: skip
+    return None

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from annotated_transformer.data.bpe import BPETokenizer
-from annotated_transformer.data.shards import read_lines
+from annotated_transformer.data.shards import read_lines, zip_aligned
 from annotated_transformer.data.vocab import EOS_ID
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import Evaluation, evaluate_pairs, scores
@@ -73,7 +73,7 @@ def evaluate_newstest(
 ) -> Evaluation:  # fmt: skip
     """Translate a newstest set with the `Translator` of a WMT run, in its direction, and score
     it against the references: `evaluate_split`, for WMT 2014."""
-    src, ref = (list(read_lines(p)) for p in newstest_files(split, folder, translator.config.pair))
-    return evaluate_pairs(translator, split, list(zip(src, ref, strict=True)), beam_size=beam_size,
+    pairs = list(zip_aligned(*newstest_files(split, folder, translator.config.pair)))
+    return evaluate_pairs(translator, split, pairs, beam_size=beam_size,
                           alpha=alpha, keep_greedy=keep_greedy, progress=progress,
                           search=search)  # fmt: skip

@@ -214,13 +214,40 @@ def rescore(
         from annotated_transformer.data import shards, wmt14
 
         folder = Path(data_dir if data_dir is not None else wmt14.data_dir())
-        reference = folder / record["references"]["file"]  # e.g. newstest2014-filtered.de
+        reference = folder / recorded_references(path, record)["file"]  # newstest2014-filtered.de
+        check_references(path, record, reference)
         source = reference.with_suffix("." + pair.partition("-")[0])  # (its other side)
-        pairs = list(zip(shards.read_lines(source), shards.read_lines(reference), strict=True))
+        pairs = list(shards.zip_aligned(source, reference))
     else:
+        check_references(path, record, fetch(split, pair.partition("-")[2], data_dir))
         pairs = read_split(split, data_dir, pair)
     pairs = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     return scores(hypotheses, [t for _, t in pairs])
+
+
+def recorded_references(path: str | os.PathLike[str], record: dict[str, Any]) -> dict[str, str]:
+    """The record's `references`: the reference file's name and SHA-256, or a ValueError."""
+    about, keys = record.get("references"), ("file", "sha256")
+    if not (isinstance(about, dict) and all(isinstance(about.get(k), str) for k in keys)):
+        raise ValueError(f"{path}: records no references file and sha256, so what it was scored "
+                         f"against cannot be checked")  # fmt: skip
+    return about
+
+
+def check_references(
+    path: str | os.PathLike[str], record: dict[str, Any], reference: str | os.PathLike[str]
+) -> None:
+    """Refuse to score a record again against a reference file other than the one it was
+    scored against (its `references.sha256`), naming the file."""
+    expected = recorded_references(path, record)["sha256"]
+    try:
+        actual = hashlib.sha256(Path(reference).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{reference}: missing; {path} was scored against it") from None
+    if actual != expected:
+        raise ValueError(f"{reference}: SHA-256 {actual[:16]}…, not the {expected[:16]}… that "
+                         f"{path} was scored against: the references changed since (edited or "
+                         f"reordered?)")  # fmt: skip
 
 
 def results_paths(
