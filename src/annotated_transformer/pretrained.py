@@ -111,6 +111,8 @@ class Pretrained:
 
 def load_pretrained(folder: str | os.PathLike[str] | None = None) -> Pretrained:
     """The shipped model (or the one in `folder`), its files checked first, in float32."""
+    from annotated_transformer.pretrained import check_about, check_weights, read_weights
+
     folder = Path(folder) if folder is not None else shipped_folder()
     check_files(folder)
     about: dict[str, Any] = read_json(folder / CONFIG)  # type: ignore[assignment]
