@@ -177,8 +177,8 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
 
     from annotated_transformer.training.loop import TrainState
 
-    def wrong(key: str, expected: str, value: Any = None, inside: str = "") -> ValueError:
-        value = payload[key] if value is None else value
+    def wrong(key: str, expected: str, value: Any = ..., inside: str = "") -> ValueError:
+        value = payload[key] if value is ... else value
         kind = KINDS.get(type(value), type(value).__name__)
         return ValueError(f"{path}: the checkpoint's {key}{inside} is {kind}, expected {expected}")
 
@@ -190,10 +190,13 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
             raise wrong("model", "a tensor", tensor, f"[{str(name)[:60]!r}]")
     counters = {field.name for field in fields(TrainState)}
     state = payload.get("train_state", {})
-    if not isinstance(state, dict) or not all(
-        name in counters and type(value) is int for name, value in state.items()
-    ):
-        raise wrong("train_state", f"a dict of integer counters ({', '.join(sorted(counters))})")
+    named = ", ".join(sorted(counters))
+    if not isinstance(state, dict):
+        raise wrong("train_state", f"a dict of integer counters ({named})")
+    for name, value in state.items():
+        if name not in counters or type(value) is not int:
+            raise wrong("train_state", f"an integer counter, one of {named}", value,
+                        f"[{str(name)[:60]!r}]")  # fmt: skip
     for key in ("epoch", "epoch_step"):
         if key in payload and type(payload[key]) is not int:
             raise wrong(key, "an integer")
