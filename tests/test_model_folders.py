@@ -131,6 +131,15 @@ def test_each_part_of_a_checkpoint_has_its_type(folder, parts, message):
     assert message in str(error.value)
 
 
+def test_the_counters_a_checkpoint_may_hold_are_the_trainers():
+    from dataclasses import fields
+
+    from annotated_transformer.runs.checkpoints import COUNTERS
+    from annotated_transformer.training.loop import TrainState
+
+    assert COUNTERS == tuple(sorted(field.name for field in fields(TrainState)))
+
+
 def test_a_crafted_checkpoint_is_refused_by_every_command_that_reads_one(capsys, folder):
     crafted_checkpoint("crafted.pt", train_state=[2])(folder)
     crafted = str(folder / "crafted.pt")
