@@ -171,8 +171,8 @@ def test_a_real_allocation_that_fails_is_one_line(capsys, monkeypatch, folder):
         return torch.empty(2**44, dtype=torch.uint8)  # 16 TiB: PyTorch's own error
 
     monkeypatch.setattr("annotated_transformer.translator.translate_ids", decode)
-    err = fails(capsys, 1, "out of memory while running translate (16,384.0 GiB asked for at "
-                "once): lower --max-tokens (now 16384) or --beam (now 4)", "translate",
+    err = fails(capsys, 1, "out of memory while running translate: lower --max-tokens (now "
+                "16384) or --beam (now 4); 16,384.0 GiB asked for at once", "translate",
                 "--checkpoint", str(folder / "run"), "Hund.")  # fmt: skip
     assert "DefaultCPUAllocator" not in err
 

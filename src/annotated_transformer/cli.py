@@ -1304,11 +1304,10 @@ def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None
         lower = "close other programs, or run it on a machine with more memory"
     found = re.search(r"tried to allocate (\d+) bytes|tried to allocate ([\d.]+ [KMGT]iB)",
                       text, re.IGNORECASE)  # fmt: skip
-    asked = "" if found is None else (
-        f" ({int(found[1]) / 2**30:,.1f} GiB asked for at once)" if found[1] else
-        f" ({found[2]} asked for at once)"
+    asked = "" if found is None else "; {} asked for at once".format(
+        f"{int(found[1]) / 2**30:,.1f} GiB" if found[1] else found[2]
     )  # fmt: skip
-    return f"out of {where} while running {args.command}{asked}: {lower}"
+    return f"out of {where} while running {args.command}: {lower}{asked}"
 
 
 def _check_text_is_utf8(args: argparse.Namespace) -> None:
