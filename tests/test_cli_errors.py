@@ -380,12 +380,11 @@ def shipped_edited(
     return setup
 
 
-def first_weight_nan(data: bytes) -> bytes:
+def a_weight_nan(data: bytes) -> bytes:
     from safetensors.torch import load, save
 
-    weights = load(data)
-    first = next(iter(weights))
-    weights[first] = torch_full_like(weights[first], float("nan"))
+    weights, name = load(data), "encoder.layers.0.feed_forward.w_1.bias"
+    weights[name] = torch_full_like(weights[name], float("nan"))
     return save(weights)
 
 
@@ -786,7 +785,8 @@ CASES = [
          note="run/src_vocab.json: bytes that are not UTF-8"),
     Case("shipped-config-mismatch", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE),
          1, "shipped/config.json does not fit shipped/model.safetensors: "
-         "decoder.layers.0.feed_forward.w_1.bias is (1024,) in the weights, (512,) by the config",
+         "encoder.layers.0.feed_forward.w_1.weight is (1024, 256) in the weights, (512, 256) by "
+         "the config",
          "exit 1, names the tensor and both shapes", setup=shipped_with(d_ff=512),
          note="shipped: a save-pretrained folder whose config.json says d_ff 512"),
     Case("sums-not-sha256sum", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE), 1,
@@ -939,8 +939,8 @@ CASES = [
          setup=shipped_edited(about=lambda about: about | {"origin": [1]}),
          note="shipped: its config.json's origin a list, SHA256SUMS written again"),
     Case("shipped-weights-not-finite", DIVERGED, (*TS, SENTENCE), 1,
-         "shipped/model.safetensors: the weight decoder.layers.0.feed_forward.w_1.bias holds NaN",
-         "exit 1, names the weight", setup=shipped_edited(weights=first_weight_nan),
+         "shipped/model.safetensors: the weight encoder.layers.0.feed_forward.w_1.bias holds NaN",
+         "exit 1, names the weight", setup=shipped_edited(weights=a_weight_nan),
          note="shipped: a NaN weight, SHA256SUMS written again"),
     Case("shipped-d-model-too-large", RUN_FILES, (*TS, SENTENCE), 1,
          "shipped/config.json does not fit shipped/model.safetensors: "
