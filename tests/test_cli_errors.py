@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -61,9 +62,11 @@ ENVIRONMENT = "torchrun variables that do not fit"
 LONG = "a long translation"
 WRITTEN_TWICE = "a folder written twice at once"
 DERIVED = "data prepared from changed text"
+FOREIGN = "a model folder from another command"
 CLASSES = (
     OPTION, VALUE, SETTING, CONFLICT, NOTHING, MISSING, NOT_CHECKPOINT, RUN_FILES, UNWRITABLE,
     CLOBBER, MACHINE, DISK_FULL, IN_USE, DIVERGED, ENVIRONMENT, LONG, WRITTEN_TWICE, DERIVED,
+    FOREIGN,
 )  # fmt: skip
 
 
@@ -317,6 +320,10 @@ class Case:
         if self.shown:
             return self.shown
         command = shlex.join(["annotated-transformer", *self.argv])
+        # a byte that is not UTF-8 (Python's surrogate escape U+DCxx) as bash writes it: $'\xHH'
+        command = re.sub(r"'([^']*[\udc80-\udcff][^']*)'", lambda m: "$'" + "".join(
+            f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in m[1]
+        ) + "'", command)  # fmt: skip
         if self.env:
             command = " ".join([*map(shlex.quote, self.env), command])
         if self.stdin is None:
@@ -394,6 +401,35 @@ def text_then(change: Callable[[Path], None], prepare: bool = True) -> Callable[
     return setup
 
 
+# Issue 44, damaged or foreign model folders: what its cases need
+_EXPORTS: dict[str, Path] = {}  # the shipped model exported once per test session
+
+
+def export_of(command: str, name: str) -> Callable[[Path], None]:
+    """A setup: `name`, the shipped model as `command` (export-ct2 or export-hf) writes it."""
+
+    def setup(folder: Path) -> None:
+        import tempfile
+
+        from annotated_transformer.translator import Translator
+
+        if command not in _EXPORTS:
+            out = Path(tempfile.mkdtemp(prefix="at-export-")) / command
+            shipped = Translator.pretrained(device="cpu")
+            if command == "export-ct2":
+                from annotated_transformer.ct2_export import export_ct2
+
+                export_ct2(shipped.model, shipped.bpe, shipped.config, out)
+            else:
+                from annotated_transformer.hf_export import export_hf
+
+                export_hf(shipped.model, shipped.bpe, out, card=None, origin=shipped.origin)
+            _EXPORTS[command] = out
+        shutil.copytree(_EXPORTS[command], folder / name)
+
+    return setup
+
+
 def rewritten(name: str, change: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     """A change: the file `name` of the text (or of its prepared folder) rewritten."""
     return lambda wmt: (wmt / name).write_bytes(change((wmt / name).read_bytes()))
@@ -425,6 +461,62 @@ def another_vocabulary(wmt: Path) -> None:
     other.save(wmt / "shards-bpe300-min2" / "bpe.json")
 
 
+def onnx_record(folder: Path) -> None:
+    """`web`: what export-onnx writes, its graphs stand-ins (the record, export.json, says what
+    wrote the folder)."""
+    from annotated_transformer import onnx_export
+
+    (folder / "web").mkdir()
+    for name in (onnx_export.ENCODER, onnx_export.DECODER):
+        (folder / "web" / name).write_bytes(b"an ONNX graph")
+    about = {"format": onnx_export.FORMAT, "version": 1, "pair": "de-en"}
+    (folder / "web" / onnx_export.ABOUT).write_text(json.dumps(about), encoding="utf-8")
+
+
+def shipped_edited(
+    about: Callable[[dict], object] | None = None, weights: Callable[[bytes], bytes] | None = None
+) -> Callable[[Path], None]:
+    """A setup: `shipped`, a copy of the shipped model whose config.json (`about` edits it; what
+    it returns, if not None, is the file's new content) or weights were changed, its SHA256SUMS
+    written again (so that only the change is wrong)."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.pretrained import CONFIG, FILES, SUMS, WEIGHTS, sha256
+
+        shipped_with()(folder)
+        copy = folder / "shipped"
+        if about is not None:
+            content = json.loads((copy / CONFIG).read_text(encoding="utf-8"))
+            changed = about(content)
+            (copy / CONFIG).write_text(json.dumps(content if changed is None else changed))
+        if weights is not None:
+            (copy / WEIGHTS).write_bytes(weights((copy / WEIGHTS).read_bytes()))
+        sums = "".join(f"{sha256(copy / name)}  {name}\n" for name in FILES)
+        (copy / SUMS).write_text(sums, encoding="utf-8")
+
+    return setup
+
+
+def a_weight_nan(data: bytes) -> bytes:
+    from safetensors.torch import load, save
+
+    weights, name = load(data), "encoder.layers.0.feed_forward.w_1.bias"
+    weights[name] = torch_full_like(weights[name], float("nan"))
+    return save(weights)
+
+
+def crafted_checkpoint(name: str, **parts: object) -> Callable[[Path], None]:
+    """A setup: `name`, the run's checkpoint with `parts` replaced by values of other types."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.runs.checkpoints import read_checkpoint, save_checkpoint
+
+        payload = read_checkpoint(folder / "run" / CHECKPOINT)
+        save_checkpoint(folder / name, {**payload, **parts})
+
+    return setup
+
+
 WMT = ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror", "--test-sources",
        "mirror/SOURCES.json", "--data-dir", "wmt")  # fmt: skip
 T = ("train", "--preset", "tiny", "--out")  # a new run; it never gets as far as the data
@@ -432,6 +524,7 @@ TW = ("train", "--preset", "wmt14-base", "--data-dir", "wmt", "--out", "new", "-
       "vocab_size=300")  # a new WMT run on the miniature text  # fmt: skip
 PW = ("prepare", "--data-dir", "wmt", "--vocab-size", "300")
 TR = ("translate", "--checkpoint", "run")
+TS = ("translate", "--checkpoint", "shipped")
 SENTENCE = "Ein Hund rennt."
 CASES = [
     # What was typed: exit status 2
@@ -812,7 +905,8 @@ CASES = [
          note="run/src_vocab.json: bytes that are not UTF-8"),
     Case("shipped-config-mismatch", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE),
          1, "shipped/config.json does not fit shipped/model.safetensors: "
-         "decoder.layers.0.feed_forward.w_1.bias is (1024,) in the weights, (512,) by the config",
+         "encoder.layers.0.feed_forward.w_1.weight is (1024, 256) in the weights, (512, 256) by "
+         "the config",
          "exit 1, names the tensor and both shapes", setup=shipped_with(d_ff=512),
          note="shipped: a save-pretrained folder whose config.json says d_ff 512"),
     Case("sums-not-sha256sum", RUN_FILES, ("translate", "--checkpoint", "shipped", SENTENCE), 1,
@@ -1053,6 +1147,105 @@ CASES = [
          setup=text_then(rewritten("newstest2013.en", lambda data: b"M\xe4nner\n" + data),
                          prepare=False),
          note="wmt/newstest2013.en: a Latin-1 line first"),
+    # issue 44: a damaged or foreign model folder is one line (item 3)
+    Case("ct2-export-to-export-ct2", FOREIGN,
+         ("export-ct2", "--checkpoint", "ct2", "--out", "again"), 1,
+         "ct2 is a CTranslate2 export (written by export-ct2): export-ct2 needs a checkpoint, a "
+         "run folder or a save-pretrained folder", "exit 1 before any work, says what the "
+         "command reads and what reads the folder", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("ct2-export-to-export-hf", FOREIGN, ("export-hf", "--checkpoint", "ct2", "--out", "hf"),
+         1, "ct2 is a CTranslate2 export (written by export-ct2): export-hf needs a checkpoint",
+         "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("ct2-export-to-export-onnx", FOREIGN,
+         ("export-onnx", "--checkpoint", "ct2", "--out", "web"), 1,
+         "ct2 is a CTranslate2 export (written by export-ct2): export-onnx needs a checkpoint",
+         "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("ct2-export-to-attention", FOREIGN,
+         ("attention", "--checkpoint", "ct2", "--output", "a.json", SENTENCE), 1,
+         "ct2 is a CTranslate2 export (written by export-ct2): attention needs a checkpoint",
+         "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("ct2-export-to-evaluate", FOREIGN,
+         ("evaluate", "--checkpoint", "ct2", "--results", "results"), 1,
+         "ct2 is a CTranslate2 export (written by export-ct2): evaluate needs a checkpoint",
+         "exit 1 before translating, not after printing the scores; no record",
+         setup=export_of("export-ct2", "ct2"), note="ct2: written by export-ct2"),
+    Case("hf-export-to-translate", FOREIGN, ("translate", "--checkpoint", "hf", SENTENCE), 1,
+         "hf is a transformers export (written by export-hf): translate needs a checkpoint, a run "
+         "folder, a save-pretrained folder or a CTranslate2 export", "exit 1, says that "
+         "transformers' MarianMTModel reads it", setup=export_of("export-hf", "hf"),
+         note="hf: written by export-hf"),
+    Case("onnx-export-to-evaluate", FOREIGN, ("evaluate", "--checkpoint", "web"), 1,
+         "web is an ONNX export (written by export-onnx): evaluate needs a checkpoint",
+         "exit 1, says that ONNX Runtime reads it", setup=onnx_record,
+         note="web: written by export-onnx"),
+    Case("ct2-export-to-average", FOREIGN, ("average", "ct2", "--out", "avg.pt"), 1,
+         "ct2 is a CTranslate2 export (written by export-ct2): average needs checkpoint files "
+         "or a run folder", "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("hf-export-to-save-pretrained", FOREIGN, ("save-pretrained", "hf", "--out", "again"), 1,
+         "hf is a transformers export (written by export-hf): save-pretrained needs a checkpoint "
+         "or a run folder", "exit 1, writes nothing", setup=export_of("export-hf", "hf"),
+         note="hf: written by export-hf"),
+    Case("shipped-weights-cut-short", NOT_CHECKPOINT, (*TS, SENTENCE), 1,
+         "shipped/model.safetensors: not a whole safetensors file (Error while deserializing "
+         "header: incomplete metadata", "exit 1, names the file",
+         setup=shipped_edited(weights=lambda data: data[: len(data) // 2]),
+         note="shipped: a save-pretrained folder whose model.safetensors lost its second half, "
+         "SHA256SUMS written again"),
+    Case("shipped-weights-garbage-header", NOT_CHECKPOINT, (*TS, SENTENCE), 1,
+         "shipped/model.safetensors: not a whole safetensors file", "exit 1, names the file",
+         setup=shipped_edited(weights=lambda data: data[:8] + b"\xff" * 64 + data[72:]),
+         note="shipped: its model.safetensors' header overwritten, SHA256SUMS written again"),
+    Case("shipped-config-lacks-settings", RUN_FILES, (*TS, SENTENCE), 1,
+         'shipped/config.json: lacks the key "config"', "exit 1, names the file and the key",
+         setup=shipped_edited(about=lambda about: about.pop("config") and None),
+         note="shipped: its config.json without the run's settings, SHA256SUMS written again"),
+    Case("shipped-config-origin-a-list", RUN_FILES, (*TS, SENTENCE), 1,
+         'shipped/config.json: "origin" is a list, expected an object',
+         "exit 1, names the file, the key and both types",
+         setup=shipped_edited(about=lambda about: about | {"origin": [1]}),
+         note="shipped: its config.json's origin a list, SHA256SUMS written again"),
+    Case("shipped-weights-not-finite", DIVERGED, (*TS, SENTENCE), 1,
+         "shipped/model.safetensors: the weight encoder.layers.0.feed_forward.w_1.bias holds NaN",
+         "exit 1, names the weight", setup=shipped_edited(weights=a_weight_nan),
+         note="shipped: a NaN weight, SHA256SUMS written again"),
+    Case("shipped-d-model-too-large", RUN_FILES, (*TS, SENTENCE), 1,
+         "shipped/config.json does not fit shipped/model.safetensors: "
+         "src_embed.0.embedding.weight is (8000, 256) in the weights, (8000, 4194304) by the "
+         "config", "exit 1 before the model is built: nothing allocated",
+         setup=shipped_with(d_model=4194304), note="shipped: its config.json says d_model "
+         "4194304, SHA256SUMS written again"),
+    Case("shipped-n-too-large", RUN_FILES, (*TS, SENTENCE), 1,
+         "N is 100000 by the config, the weights hold 3 encoder and 3 decoder layers",
+         "exit 1 before the model is built", setup=shipped_with(N=100000),
+         note="shipped: its config.json says N 100000, SHA256SUMS written again"),
+    Case("checkpoint-model-a-list", NOT_CHECKPOINT, ("translate", "--checkpoint", "crafted.pt",
+         SENTENCE), 1, "crafted.pt: the checkpoint's model is a list, expected a dict of names "
+         "and tensors", "exit 1, names the part and both types",
+         setup=crafted_checkpoint("crafted.pt", model=[1, 2]),
+         note="crafted.pt: a checkpoint whose weights are a list"),
+    Case("checkpoint-train-state-a-string", NOT_CHECKPOINT,
+         ("average", "crafted.pt", "--out", "avg.pt"), 1,
+         "crafted.pt: the checkpoint's train_state is a string, expected a dict of integer",
+         "exit 1, as above; no average", setup=crafted_checkpoint("crafted.pt", train_state="2"),
+         note="crafted.pt: a checkpoint whose counters are a string"),
+    Case("checkpoint-averaged-from-a-string", NOT_CHECKPOINT,
+         ("evaluate", "--checkpoint", "crafted.pt", "--results", "results"), 1,
+         "crafted.pt: the checkpoint's averaged_from is a string", "exit 1 before translating, "
+         "not a record citing it", setup=crafted_checkpoint("crafted.pt", averaged_from="x"),
+         note="crafted.pt: a checkpoint whose list of averaged steps is a string"),
+    Case("out-of-memory-real", MACHINE, (*TR, SENTENCE), 1,
+         "out of memory while running translate: lower --max-tokens (now 16384) or --beam "
+         "(now 4); 16,384.0 GiB asked for at once", "exit 1, names the options to lower",
+         inject=("REAL_OUT_OF_MEMORY=1",),
+         note="decoding asks PyTorch for 2^44 bytes, which it cannot allocate"),
+    Case("argument-not-utf8", MACHINE, (*TR, os.fsdecode(b"M\xe4nner")), 1,
+         "argument 1 is not UTF-8 text (byte 0xe4 at character 2)", "exit 1, as for standard "
+         "input", note="\\xe4: ä in Latin-1"),
 ]  # fmt: skip
 
 
@@ -1108,6 +1301,16 @@ if os.environ.get("SMALL_DATA"):  # every split: a few sentences, not Multi30k
     _PAIRS = [("Ein Hund rennt über die Wiese.", "A dog runs across the meadow."),
               ("Eine Frau lacht.", "A woman laughs."), ("Ein Mann fährt Rad.", "A man rides.")] * 8
     _multi30k.read_split = lambda split, data_dir=None, pair="de-en": list(_PAIRS)
+
+if os.environ.get("REAL_OUT_OF_MEMORY"):  # decoding asks for 2^44 bytes: PyTorch's own error
+    import torch
+    from annotated_transformer import translator as _translator
+
+    def _allocate(*args, **kwargs):
+        torch.empty(2**44, dtype=torch.uint8)  # (where memory is overcommitted, 2^60 fails)
+        return torch.empty(2**60, dtype=torch.uint8)
+
+    _translator.translate_ids = _allocate
 '''
 
 
@@ -1792,6 +1995,28 @@ def test_data_prepared_from_changed_text_is_prepared_again_or_refused(capsys, tm
     assert [p.name for p in wmt.iterdir() if p.name.startswith(".")] == []
 
 
+# Issue 44, damaged or foreign model folders: one test for its class
+
+
+def test_a_model_folder_from_another_command_is_refused_before_any_work(capsys, folder):
+    export_of("export-ct2", "ct2")(folder)
+    ct2, before = str(folder / "ct2"), snapshot(folder)
+    outputs = [folder / name for name in ("web", "hf", "results", "a.json", "again", "avg.pt")]
+    for argv in (
+        ("export-onnx", "--checkpoint", ct2, "--out", str(outputs[0])),
+        ("export-hf", "--checkpoint", ct2, "--out", str(outputs[1])),
+        ("evaluate", "--checkpoint", ct2, "--results", str(outputs[2])),
+        ("attention", "--checkpoint", ct2, "--output", str(outputs[3]), "Hund."),
+        ("save-pretrained", ct2, "--out", str(outputs[4])),
+        ("average", ct2, "--out", str(outputs[5])),
+    ):
+        fails(capsys, 1, f"{ct2} is a CTranslate2 export (written by export-ct2): {argv[0]} "
+              "needs", *argv)  # fmt: skip
+    assert snapshot(folder) == before and not any(path.exists() for path in outputs)
+    code, out, err = run_cli(capsys, "translate", "--checkpoint", ct2, "Ein Hund rennt.")
+    assert code == 0 and out.strip(), err  # translate reads it
+
+
 # --- every subcommand, and the help --------------------------------------------------------------
 
 BAD_INPUTS = {  # for each subcommand, inputs it must refuse in one line (and never a traceback)
@@ -1898,6 +2123,7 @@ CLASS_TESTS = {  # each class of error, and the test that goes further than the 
     LONG: test_a_long_translation_keeps_what_it_wrote_and_names_the_line,
     WRITTEN_TWICE: test_a_folder_written_twice_at_once_is_refused_and_stays_whole,
     DERIVED: test_data_prepared_from_changed_text_is_prepared_again_or_refused,
+    FOREIGN: test_a_model_folder_from_another_command_is_refused_before_any_work,
 }
 
 

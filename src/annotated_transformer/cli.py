@@ -153,11 +153,48 @@ def check_output_folder(path: str | os.PathLike[str], option: str) -> Path:
     return path
 
 
-def _check_checkpoint(path: str | None) -> None:
-    """The checkpoint or run folder exists (read later: checked here before any slow work); None
-    is the model that ships with the package."""
+def _check_checkpoint(path: str | None, command: str = "translate") -> None:
+    """The checkpoint or run folder exists and is one that `command` reads (read later: checked
+    here before any slow work); None is the model that ships with the package."""
     if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"{path}: no such checkpoint or run folder")
+    foreign = None if path is None else _model_folder(Path(path))
+    if foreign is not None and not (command == "translate" and foreign[1] == "export-ct2"):
+        what, writer, reader = foreign
+        needs = MODEL_INPUTS.get(command, MODEL_INPUTS["evaluate"])
+        raise ValueError(f"{path} is {what} (written by {writer}): {command} needs {needs}; "
+                         f"{reader}")  # fmt: skip
+
+
+MODEL_INPUTS = {  # what each command reads as its model
+    "translate": "a checkpoint, a run folder, a save-pretrained folder or a CTranslate2 export",
+    "evaluate": "a checkpoint, a run folder or a save-pretrained folder",
+    "average": "checkpoint files or a run folder",
+    "save-pretrained": "a checkpoint or a run folder",
+}
+
+
+def _model_folder(folder: Path) -> tuple[str, str, str] | None:
+    """(what, the command that writes it, what reads it) for a folder that an export wrote (its
+    record says so, or it holds the export's first two files); None for any other path."""
+    if not folder.is_dir():
+        return None
+    from annotated_transformer import ct2_export, hf_export, onnx_export
+
+    for module, what, writer, reader in (
+        (ct2_export, "a CTranslate2 export", "export-ct2", "translate --checkpoint reads it"),
+        (hf_export, "a transformers export", "export-hf", "transformers' MarianMTModel reads it"),
+        (onnx_export, "an ONNX export", "export-onnx", "ONNX Runtime reads it (the page "
+         "'Try it')"),
+    ):  # fmt: skip
+        try:
+            about = json.loads((folder / module.ABOUT).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
+            about = None
+        ours = isinstance(about, dict) and about.get("format") == module.FORMAT
+        if ours or all((folder / name).is_file() for name in module.FILES[:2]):
+            return what, writer, reader
+    return None
 
 
 def _translator(args: argparse.Namespace):
@@ -641,7 +678,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.results:
         check_output_folder(args.results, "--results")
         _check_tag_fits(args.results, args.tag, splits)
-    _check_checkpoint(args.checkpoint)
+    _check_checkpoint(args.checkpoint, "evaluate")
     _check_device(args.device)
     translator = _translator(args)
     splits, wmt = _splits_of_the_run(args.split, translator.config.dataset), None
@@ -755,7 +792,7 @@ def cmd_average(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     check_output_file(out, "--out", is_checkpoint, "a checkpoint")
     for given in args.checkpoints:
-        _check_checkpoint(given)
+        _check_checkpoint(given, "average")
     paths: list = []
     for given in args.checkpoints:
         if Path(given).is_dir():
@@ -798,7 +835,7 @@ def _average_last(run_dir: Path) -> int:
 def cmd_save_pretrained(args: argparse.Namespace) -> int:
     """Write a trained BPE run as the files a shipped model is made of (fp16 safetensors, config,
     tokenizer, SHA256SUMS): what `annotated_transformer/pretrained_model/` holds."""
-    _check_checkpoint(args.checkpoint)
+    _check_checkpoint(args.checkpoint, "save-pretrained")
     from annotated_transformer.pretrained import check_replaceable, write_pretrained
     from annotated_transformer.runs.saved_run import SavedRun
 
@@ -866,7 +903,7 @@ def _model_to_export(args: argparse.Namespace, command: str, check_out: Callable
     """--out checked (`check_out`), then the model of --checkpoint, which must have the shared
     BPE vocabulary that every export carries (a Translator)."""
     check_out(check_output_folder(args.out, "--out"))
-    _check_checkpoint(args.checkpoint)
+    _check_checkpoint(args.checkpoint, command)
     translator = _translator(args)
     if translator.bpe is None:
         raise ValueError(f"{args.checkpoint}: {command} needs a run with the shared BPE "
@@ -904,7 +941,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     if not normalize(args.text):
         raise UsageError("nothing to translate: give one sentence, in the model's source language")
     check_output_file(args.output, "--output", _our_attention_file, "an attention file")
-    _check_checkpoint(args.checkpoint)
+    _check_checkpoint(args.checkpoint, "attention")
     _check_device(args.device)
     import shlex
 
@@ -1288,6 +1325,7 @@ def _check_not_a_broken_link(path: Path, option: str) -> None:
 def _check_paths_and_stdout(args: argparse.Namespace) -> None:
     """Before any work: no path option given empty, and (for every command that prints its
     results, all but train) a standard output that is open and not /dev/full or a full disk."""
+    _check_text_is_utf8(args)
     for name in OUTPUTS:
         value = getattr(args, name, None)
         option = "--" + name.replace("_", "-")
@@ -1312,13 +1350,20 @@ def _check_paths_and_stdout(args: argparse.Namespace) -> None:
                       "disk): what the command prints would be lost")  # fmt: skip
 
 
+# PyTorch's wordings: "CUDA out of memory", "MPS backend out of memory", "DefaultCPUAllocator:
+# can't allocate memory: ... Error code 12 (Cannot allocate memory)" (Linux), "not enough
+# memory" (Windows), "std::bad_alloc"
+OUT_OF_MEMORY = ("out of memory", "not enough memory", "can't allocate memory",
+                 "cannot allocate memory", "bad_alloc")  # fmt: skip
+
+
 def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None:
     """One line for running out of memory, naming the option to lower; None for another error."""
     text = str(error)
     if not (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
-            or "not enough memory" in text or "out of memory" in text.lower()):  # fmt: skip
+            or any(words in text.lower() for words in OUT_OF_MEMORY)):  # fmt: skip
         return None
-    where = "GPU" if "CUDA" in text or "cuda" in text else "memory"
+    where = "GPU" if any(name in text for name in ("CUDA", "cuda", "MPS", "HIP")) else "memory"
     if args.command == "train":
         lower = ("lower --max-tokens (or --set max_tokens=N; raise --accumulate to keep the "
                  "batch), then --resume")  # fmt: skip
@@ -1326,7 +1371,27 @@ def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None
         lower = f"lower --max-tokens (now {args.max_tokens}) or --beam (now {args.beam})"
     else:
         lower = "close other programs, or run it on a machine with more memory"
-    return f"out of {where} while running {args.command}: {lower}"
+    found = re.search(r"tried to allocate (\d+) bytes|tried to allocate ([\d.]+ [KMGT]iB)",
+                      text, re.IGNORECASE)  # fmt: skip
+    asked = "" if found is None else "; {} asked for at once".format(
+        f"{int(found[1]) / 2**30:,.1f} GiB" if found[1] else found[2]
+    )  # fmt: skip
+    return f"out of {where} while running {args.command}: {lower}{asked}"
+
+
+def _check_text_is_utf8(args: argparse.Namespace) -> None:
+    """The sentences typed as arguments are UTF-8 text: Python keeps a byte that is not (typed
+    in a terminal of another encoding) as a lone surrogate, which no tokenizer reads."""
+    text = getattr(args, "text", None)
+    for number, sentence in enumerate([text] if isinstance(text, str) else text or [], 1):
+        try:
+            sentence.encode("utf-8")
+        except UnicodeEncodeError as error:
+            byte = ord(sentence[error.start]) - 0xDC00  # (surrogateescape keeps byte b as U+DCbb)
+            shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else "a lone surrogate"
+            raise ValueError(f"argument {number} is not UTF-8 text ({shown} at character "
+                             f"{error.start + 1}): set the terminal to UTF-8, or give the "
+                             f"sentences as UTF-8 on standard input") from None  # fmt: skip
 
 
 class StdoutError(OSError):

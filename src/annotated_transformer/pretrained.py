@@ -28,7 +28,7 @@ import torch
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import read_json
 from annotated_transformer.model.encoder_decoder import EncoderDecoder
-from annotated_transformer.model.transformer import build_model
+from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util.atomic import atomic_write, writing
@@ -112,18 +112,21 @@ class Pretrained:
 
 def load_pretrained(folder: str | os.PathLike[str] | None = None) -> Pretrained:
     """The shipped model (or the one in `folder`), its files checked first, in float32."""
-    from safetensors.torch import load_file
+    from annotated_transformer.pretrained import check_about, check_weights, read_weights
 
     folder = Path(folder) if folder is not None else shipped_folder()
     check_files(folder)
     about: dict[str, Any] = read_json(folder / CONFIG)  # type: ignore[assignment]
     if not isinstance(about, dict) or about.get("format") != FORMAT:
         raise ValueError(f"{folder / CONFIG}: not a shipped model's config")
+    check_about(about, folder / CONFIG)
     config = TrainConfig.from_dict(about["config"], str(folder / CONFIG))
     bpe = BPETokenizer.load(folder / TOKENIZER)
     n = len(bpe.vocab)
-    model = build_model(config.model.replace(src_vocab=n, tgt_vocab=n))
-    weights = load_file(folder / WEIGHTS)  # (float16 tensors, each tied matrix once)
+    sizes = config.model.replace(src_vocab=n, tgt_vocab=n)
+    weights = read_weights(folder / WEIGHTS)  # (float16 tensors, each tied matrix once)
+    check_weights(sizes, weights, folder)  # before building: nothing allocated for a bad config
+    model = build_model(sizes)
     check_shapes(model, weights, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or sorted(missing) != sorted(tied_names(model)):
@@ -207,3 +210,69 @@ def check_shapes(model: torch.nn.Module, weights: dict[str, torch.Tensor], folde
                 f"{folder / CONFIG} does not fit {folder / WEIGHTS}: {name} is "
                 f"{tuple(tensor.shape)} in the weights, {tuple(expected[name].shape)} by the config"
             )
+
+
+# From book/appendix_files.ipynb,
+#   "How the package is built: files, downloads and records"
+#   › "Model folders and checkpoints checked before a model is built".
+def check_about(about: dict[str, Any], path: Path) -> None:
+    """A ValueError naming what a shipped model's config.json lacks or holds of the wrong type:
+    its settings ("config", an object) and where the weights come from ("origin", an object)."""
+    if "config" not in about:
+        raise ValueError(f'{path}: lacks the key "config" (the run\'s settings)')
+    for key in ("config", "origin"):
+        if key in about and not isinstance(about[key], dict):
+            kind = "a list" if isinstance(about[key], list) else type(about[key]).__name__
+            raise ValueError(f'{path}: "{key}" is {kind}, expected an object')
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, or a ValueError naming it if it is not a whole one
+    (cut short, a header that is not safetensors')."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path)
+    except SafetensorError as error:
+        why = " ".join(str(error).split())
+        raise ValueError(f"{path}: not a whole safetensors file ({why})") from None
+
+
+LAYER = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.")
+
+
+def check_weights(sizes: ModelConfig, weights: dict[str, torch.Tensor], folder: Path) -> None:
+    """Before the model is built: the weights are finite and have the sizes the config gives (N
+    from the layers they hold; d_model, d_ff, the heads' widths and the vocabulary from one
+    tensor each), so that a config whose sizes are far from its weights' (d_model 4194304, N
+    100000) is refused in one line, not after gigabytes were asked for."""
+    from annotated_transformer.runs.checkpoints import non_finite_weight
+
+    bad = non_finite_weight(weights)
+    if bad is not None:
+        raise ValueError(f"{folder / WEIGHTS}: the weight {bad} holds NaN or inf (the run had "
+                         f"diverged when it was saved)")  # fmt: skip
+    layers: dict[str, set[int]] = {"encoder": set(), "decoder": set()}
+    for name in weights:
+        if found := LAYER.match(name):
+            layers[found[1]].add(int(found[2]))
+    held = {side: max(found, default=-1) + 1 for side, found in layers.items()}
+    does_not_fit = f"{folder / CONFIG} does not fit {folder / WEIGHTS}"
+    if set(held.values()) != {sizes.N}:
+        encoder, decoder = held["encoder"], held["decoder"]
+        raise ValueError(f"{does_not_fit}: N is {sizes.N} by the config, the weights hold "
+                         f"{encoder} encoder and {decoder} decoder layers")  # fmt: skip
+    d_k, d_v = (width or sizes.d_model // sizes.h for width in (sizes.d_k, sizes.d_v))
+    layer = "encoder.layers.0."
+    for name, shape in (
+        ("src_embed.0.embedding.weight", (sizes.src_vocab, sizes.d_model)),
+        (layer + "feed_forward.w_1.weight", (sizes.d_ff, sizes.d_model)),
+        (layer + "self_attn.w_q.weight", (sizes.h * d_k, sizes.d_model)),
+        (layer + "self_attn.w_v.weight", (sizes.h * d_v, sizes.d_model)),
+    ):
+        if name not in weights:
+            raise ValueError(f"{folder / WEIGHTS}: holds no {name} (not a model of this package)")
+        if tuple(weights[name].shape) != shape:
+            raise ValueError(f"{does_not_fit}: {name} is {tuple(weights[name].shape)} in the "
+                             f"weights, {shape} by the config")  # fmt: skip

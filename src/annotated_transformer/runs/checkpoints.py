@@ -83,6 +83,9 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     missing = [key for key in REQUIRED if key not in payload]
     if missing:
         raise ValueError(f"{path}: the checkpoint lacks {', '.join(missing)}")
+    from annotated_transformer.runs.checkpoints import check_payload  # (the appendix's)
+
+    check_payload(payload, path)  # each part of the type this package writes
     payload["path"] = str(path)
     return payload
 
@@ -157,3 +160,48 @@ def non_finite_weight(weights: dict[str, torch.Tensor]) -> str | None:
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             return name
     return None
+
+
+# From book/appendix_files.ipynb,
+#   "How the package is built: files, downloads and records"
+#   › "Model folders and checkpoints checked before a model is built".
+KINDS = {dict: "a dict", list: "a list", str: "a string", int: "an integer", float: "a number",
+         bool: "a boolean", type(None): "None", bytes: "bytes"}  # fmt: skip
+# training.loop.TrainState's fields, named here: runs come before training (a test keeps them equal)
+COUNTERS = ("micro_batches", "sentences", "skipped", "step", "tokens")
+
+
+def check_payload(payload: dict[str, Any], path: Path) -> None:
+    """A ValueError naming the part of a checkpoint whose type is not the one this package
+    writes (a crafted file): the weights, a dict of names and tensors; the counters; the steps
+    an average was made of; the training time."""
+
+    def wrong(key: str, expected: str, value: Any = ..., inside: str = "") -> ValueError:
+        value = payload[key] if value is ... else value
+        kind = KINDS.get(type(value), type(value).__name__)
+        return ValueError(f"{path}: the checkpoint's {key}{inside} is {kind}, expected {expected}")
+
+    weights = payload["model"]
+    if not isinstance(weights, dict):
+        raise wrong("model", "a dict of names and tensors (the weights)")
+    for name, tensor in weights.items():
+        if not (isinstance(name, str) and isinstance(tensor, torch.Tensor)):
+            raise wrong("model", "a tensor", tensor, f"[{str(name)[:60]!r}]")
+    state = payload.get("train_state", {})
+    named = ", ".join(COUNTERS)
+    if not isinstance(state, dict):
+        raise wrong("train_state", f"a dict of integer counters ({named})")
+    for name, value in state.items():
+        if name not in COUNTERS or type(value) is not int:
+            raise wrong("train_state", f"an integer counter, one of {named}", value,
+                        f"[{str(name)[:60]!r}]")  # fmt: skip
+    for key in ("epoch", "epoch_step"):
+        if key in payload and type(payload[key]) is not int:
+            raise wrong(key, "an integer")
+    if payload.get("elapsed") is not None and type(payload["elapsed"]) not in (int, float):
+        raise wrong("elapsed", "a number of seconds")
+    averaged = payload.get("averaged_from")
+    if averaged is not None and not (isinstance(averaged, list) and all(
+        isinstance(entry, dict) and type(entry.get("step")) is int for entry in averaged
+    )):  # fmt: skip
+        raise wrong("averaged_from", "a list of the checkpoints averaged, each with its step")
