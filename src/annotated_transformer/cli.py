@@ -12,9 +12,11 @@ it did not write.
 from __future__ import annotations
 
 import argparse
+import codecs
 import hashlib
 import importlib.util
 import io
+import itertools
 import json
 import math
 import os
@@ -469,6 +471,19 @@ _END_OF_INPUT = object()  # what the reader of standard input sends after the la
 CHUNK_LINES = 500  # `translate --chunk`: lines read, translated and written at a time
 
 
+def _stdin_blocks() -> Iterator[bytes | str]:
+    """Standard input as it arrives: blocks of bytes read from its file descriptor, or a text
+    stream's lines where it has none. Reading the descriptor takes no lock of Python's, so a
+    thread blocked on it cannot stall the interpreter's exit (Ctrl-C while it waits)."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        yield from sys.stdin
+        return
+    while block := os.read(fd, 1 << 16):
+        yield block
+
+
 def _stdin_lines() -> Iterator[str]:
     """Standard input's lines as they arrive, read as UTF-8 whatever the locale; CR, CRLF and LF
     all end a line."""
@@ -480,20 +495,24 @@ def _stdin_lines() -> Iterator[str]:
     if sys.stdin.isatty():
         print(f"{PROG}: reading sentences to translate, one per line; end with Ctrl-D",
               file=sys.stderr)  # fmt: skip
-    raw = getattr(sys.stdin, "buffer", None)  # (a text stream without one: its lines as text)
-    number = 0
+    decoder, pending, number = codecs.getincrementaldecoder("utf-8")(), "", 0
     try:
-        for line in raw if raw is not None else sys.stdin:
-            text = line.decode("utf-8") if isinstance(line, bytes) else line
-            parts = _LINE_END.split(text)
-            if parts[-1] == "":  # after the line's end
-                parts.pop()
-            for part in parts:
+        for block in itertools.chain(_stdin_blocks(), [b""]):  # b"": the end, told the decoder
+            text = decoder.decode(block, final=block == b"") if isinstance(block, bytes) else block
+            data = pending + text
+            held = "\r" if data.endswith("\r") and block != b"" else ""  # (its \n may follow)
+            *lines, pending = _LINE_END.split(data[: len(data) - len(held)])
+            pending += held
+            for line in lines:
                 number += 1
-                yield part
+                yield line
+        if pending:
+            yield pending
     except UnicodeDecodeError as error:
+        before = pending + error.object[: error.start].decode("utf-8", errors="replace")
+        line = number + 1 + len(_LINE_END.findall(before))
         raise ValueError(
-            f"standard input is not UTF-8 text (line {number + 1}: {error.reason})"
+            f"standard input is not UTF-8 text (line {line}: {error.reason})"
         ) from None
     except OSError as error:
         raise OSError(f"cannot read standard input: {error.strerror or error}") from None
