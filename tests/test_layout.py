@@ -12,7 +12,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "annotated_transforme
 
 # Lowest first. A module may import its own layer and the layers before it, never a later one.
 LAYERS = ["util", "model", "data", "runs", "decoding", "evaluation", "training", "top"]
+# Subpackages of the top layer, not library layers: the command line.
+TOP_PACKAGES = ["cli"]
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
 
 
 def modules() -> dict[str, Path]:
@@ -26,8 +29,11 @@ def modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> str:
-    """The layer of a module: its subpackage, or "top" for the modules beside the subpackages."""
+    """The layer of a module: its subpackage, or "top" for the modules beside the subpackages and
+    those of the top's own subpackages (TOP_PACKAGES)."""
     parts = module.split(".")
+    if len(parts) > 1 and parts[1] in TOP_PACKAGES:
+        return "top"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "top"
 
 
@@ -48,7 +54,9 @@ def imports(path: Path) -> set[str]:
 
 
 def test_the_layers_are_the_subpackages() -> None:
-    subpackages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    found = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert set(TOP_PACKAGES) <= found
+    subpackages = sorted(found - set(TOP_PACKAGES))
     assert subpackages == sorted(LAYERS[:-1])
     for name in subpackages:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
@@ -125,6 +133,17 @@ def test_no_function_is_longer_than_60_lines() -> None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {lines} lines (line {node.lineno})")
+    assert not long, "\n".join(long)
+
+
+@pytest.mark.parametrize("subpackage", ["cli"])
+def test_no_module_is_longer_than_400_lines(subpackage: str) -> None:
+    paths, long = sorted((PACKAGE / subpackage).rglob("*.py")), []
+    assert paths, f"{subpackage}/ holds no module"
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(PACKAGE)}: {lines} lines")
     assert not long, "\n".join(long)
 
 
