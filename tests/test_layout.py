@@ -11,12 +11,19 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "annotated_transformer"
 
 # Lowest first. A module may import its own layer and the layers before it, never a later one.
-# "top": the modules beside the subpackages (translator, pretrained, variations, ...); the exports
-# build on the Translator, so they stand above them.
-LAYERS = ["util", "model", "data", "runs", "decoding", "evaluation", "training", "top", "exports"]
+# "top": the modules beside the subpackages (translator, pretrained, variations, ...). The exports
+# build on the Translator, so they stand above them, and the command line uses them all.
+LAYERS = [
+    "util", "model", "data", "runs", "decoding", "evaluation", "training", "top", "exports", "cli"
+]  # fmt: skip
+# Subpackages that are applications, not library layers (no "Layer" docstring): the command line.
+TOP_PACKAGES = ["cli"]
 # Old paths kept for one release: each is the module it moved to, so it is in that one's layer.
 MOVED = {"ct2_export": "exports", "hf_export": "exports", "onnx_export": "exports"}
+# `python -m annotated_transformer` is the command line.
+BESIDE = {**MOVED, "__main__": "cli"}
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
 
 
 def modules() -> dict[str, Path]:
@@ -32,8 +39,8 @@ def modules() -> dict[str, Path]:
 def layer(module: str) -> str:
     """The layer of a module: its subpackage, or "top" for the modules beside the subpackages."""
     parts = module.split(".")
-    if len(parts) == 2 and parts[1] in MOVED:
-        return MOVED[parts[1]]
+    if len(parts) == 2 and parts[1] in BESIDE:
+        return BESIDE[parts[1]]
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "top"
 
 
@@ -54,8 +61,10 @@ def imports(path: Path) -> set[str]:
 
 
 def test_the_layers_are_the_subpackages() -> None:
-    subpackages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-    assert subpackages == sorted(name for name in LAYERS if name != "top")
+    found = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert set(TOP_PACKAGES) <= found
+    subpackages = sorted(found - set(TOP_PACKAGES))
+    assert subpackages == sorted(name for name in LAYERS if name not in ("top", *TOP_PACKAGES))
     for name in subpackages:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
         assert doc and "Layer" in doc, (
@@ -131,6 +140,17 @@ def test_no_function_is_longer_than_60_lines() -> None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {lines} lines (line {node.lineno})")
+    assert not long, "\n".join(long)
+
+
+@pytest.mark.parametrize("subpackage", ["cli"])
+def test_no_module_is_longer_than_400_lines(subpackage: str) -> None:
+    paths, long = sorted((PACKAGE / subpackage).rglob("*.py")), []
+    assert paths, f"{subpackage}/ holds no module"
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(PACKAGE)}: {lines} lines")
     assert not long, "\n".join(long)
 
 

@@ -56,7 +56,8 @@ def test_a_ct2_export_given_to_evaluate_writes_no_record_and_translates_nothing(
 ):
     export_of("export-ct2", "ct2")(folder)
     opened = []
-    monkeypatch.setattr(cli, "_translator", lambda args: opened.append(args))  # (never reached)
+    translator = "annotated_transformer.cli.translate_commands._translator"  # (never reached)
+    monkeypatch.setattr(translator, lambda args: opened.append(args))
     ct2, results = str(folder / "ct2"), str(folder / "res")
     fails(capsys, 1, "evaluate needs a checkpoint, a run folder or a save-pretrained folder",
           "evaluate", "--checkpoint", ct2, "--results", results)  # fmt: skip
@@ -204,7 +205,8 @@ def test_every_wording_of_pytorch_for_out_of_memory_is_known(text, where):
 
 
 def test_a_sentence_that_is_not_utf8_is_one_line_before_any_model(capsys, monkeypatch, folder):
-    monkeypatch.setattr(cli, "_translator", lambda args: pytest.fail("a model was loaded"))
+    translator = "annotated_transformer.cli.translate_commands._translator"
+    monkeypatch.setattr(translator, lambda args: pytest.fail("a model was loaded"))
     latin1 = os.fsdecode("Männer".encode("latin-1"))  # as Python reads a Latin-1 terminal's bytes
     fails(capsys, 1, "argument 2 is not UTF-8 text (byte 0xe4 at character 2)",
           "translate", "Hund.", latin1)  # fmt: skip

@@ -264,8 +264,8 @@ def test_an_export_without_its_package_says_what_to_install(monkeypatch, capsys,
                                                              command, package):  # fmt: skip
     from annotated_transformer import cli
 
-    real = cli.importlib.util.find_spec
-    monkeypatch.setattr(cli.importlib.util, "find_spec",
+    real = cli.common.importlib.util.find_spec
+    monkeypatch.setattr(cli.common.importlib.util, "find_spec",
                         lambda name: None if name == package else real(name))  # fmt: skip
     status = cli.main([command, "--out", str(tmp_path / "out")])
     error = capsys.readouterr().err.strip().splitlines()

@@ -238,8 +238,8 @@ def test_a_failed_write_leaves_the_earlier_export_whole(
 def test_export_onnx_without_the_onnx_packages_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    real = cli.importlib.util.find_spec
-    monkeypatch.setattr(cli.importlib.util, "find_spec",
+    real = cli.common.importlib.util.find_spec
+    monkeypatch.setattr(cli.common.importlib.util, "find_spec",
                         lambda name: None if name == "onnxscript" else real(name))  # fmt: skip
     status = cli.main(["export-onnx", "--out", str(tmp_path / "web")])
     error = capsys.readouterr().err.strip().splitlines()

@@ -1,0 +1,185 @@
+"""The training commands: `train` (a preset, or --resume a run; under torchrun on many
+processes), `average` (the last checkpoints of a run into one model, §6.1) and `grid` (Table 3's
+variations, each trained and recorded).
+
+Hand-written; taught by the chapters "Multi30k: words, tokens and vocabularies", "A real-world
+example" and "Engineering a training run" (train), "Results" and "At the paper's scale"
+(train, average), "Table 3 on Multi30k" and "Tied embeddings, and words against pieces" (grid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from annotated_transformer.cli.common import (
+    PRESET_LIST,
+    UsageError,
+    _check_device,
+    check_output_file,
+    check_output_folder,
+)
+from annotated_transformer.cli.model_inputs import _check_checkpoint
+
+
+def _set_changes(args: argparse.Namespace) -> dict:
+    """The settings that the options of `train` and its `--set NAME=VALUE`s change."""
+    changes = {k: v for k, v in (("max_steps", args.max_steps), ("epochs", args.epochs),
+                                 ("accumulate", args.accumulate), ("dropout", args.dropout),
+                                 ("max_tokens", args.max_tokens), ("seed", args.seed),
+                                 ("loader_workers", args.workers))
+               if v is not None}  # fmt: skip
+    if args.max_steps is not None and args.epochs is None:
+        changes["epochs"] = None  # --max-steps alone: stop by steps only
+    if args.tokenizer is not None:  # BPE as the paper used it: shared, with tied embeddings
+        changes |= {"tokenizer": args.tokenizer, "share_embeddings": args.tokenizer == "bpe"}
+    if args.pair is not None:
+        changes["pair"] = args.pair
+    for setting in args.set or []:
+        name, equals, value = setting.partition("=")
+        if not equals:
+            raise UsageError(f"--set {setting}: write NAME=VALUE, e.g. --set warmup=2000")
+        try:
+            changes[name] = json.loads(value)
+        except json.JSONDecodeError:
+            raise UsageError(
+                f"--set {setting}: write NAME=VALUE with a JSON value (a number, true, false, "
+                f"null, or a string in double quotes)"
+            ) from None
+    return changes
+
+
+def _train_config(args: argparse.Namespace, changes: dict):
+    """The run's settings: a preset's, or (with --resume) the run's own, with the changes typed.
+    A setting typed wrong is a UsageError; one wrong in the run's files is not."""
+    from annotated_transformer.runs.presets import preset
+    from annotated_transformer.runs.saved_run import saved_config
+    from annotated_transformer.util.settings import SettingError
+
+    saved = None
+    if args.preset is None:
+        # the run's own settings: its newest checkpoint's, or its config.json's
+        saved = saved_config(args.out) if args.resume else None
+        if saved is None:
+            raise UsageError(
+                f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
+                "checkpoint or a config.json"
+            )
+    try:
+        return preset(args.preset, **changes) if saved is None else saved.replace(**changes)
+    except SettingError as error:
+        raise UsageError(str(error)) from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train on Multi30k; under torchrun, on every process it starts."""
+    changes = _set_changes(args)
+    if args.preset is None and not args.resume:
+        raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
+    from annotated_transformer.training.guards import holds_a_run, torchrun_environment
+    from annotated_transformer.training.run import check_run_folder, train
+
+    if args.preset is None and not holds_a_run(Path(args.out)):
+        raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
+                         "checkpoint or a config.json")  # fmt: skip
+    rank, _, _ = torchrun_environment()  # (rank 0 checks the folder for the whole job)
+    if rank == 0:
+        check_run_folder(Path(args.out), args.resume)
+    config = _train_config(args, changes)
+    _check_device(args.device)
+    outcome = train(
+        config, args.out, data_dir=args.data_dir, resume=args.resume, device=args.device,
+        progress=not args.no_progress,
+        log=lambda message: print(message, file=sys.stderr, flush=True),
+    )  # fmt: skip
+    return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
+    from annotated_transformer.runs.checkpoints import is_checkpoint
+    from annotated_transformer.training.averaging import (
+        average_checkpoints,
+        check_average_path,
+        last_checkpoints,
+    )
+
+    try:
+        out = check_average_path(args.out)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    check_output_file(out, "--out", is_checkpoint, "a checkpoint")
+    for given in args.checkpoints:
+        _check_checkpoint(given, "average")
+    paths: list = []
+    for given in args.checkpoints:
+        if Path(given).is_dir():
+            paths.extend(last_checkpoints(given, args.last or _average_last(Path(given))))
+        else:
+            paths.append(Path(given))
+    _check_distinct(paths, out)
+    averaged = average_checkpoints(paths)
+    averaged.save(out)
+    steps = ", ".join(str(entry["step"]) for entry in averaged.extra["averaged_from"])
+    print(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
+    return 0
+
+
+def _check_distinct(paths: Sequence[Path], out: Path) -> None:
+    """No checkpoint averaged twice, and --out none of them (it would replace a checkpoint of
+    training with a weights-only file): both are usage mistakes."""
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        real = path.resolve()
+        if real in seen:
+            raise UsageError(f"{path}: given twice (also as {seen[real]}); each checkpoint is "
+                             f"averaged once")  # fmt: skip
+        seen[real] = path
+    if (real := out.resolve()) in seen:
+        raise UsageError(f"--out {out}: one of the checkpoints averaged ({seen[real]}), which "
+                         f"it would replace; choose another name, e.g. average.pt")  # fmt: skip
+
+
+def _average_last(run_dir: Path) -> int:
+    """How many checkpoints a run averages (its `average_last`: §6.1's 5, or 20 for big)."""
+    from annotated_transformer.runs.saved_run import saved_config
+
+    if not any(run_dir.glob("checkpoint-*.pt")):  # not a run folder: last_checkpoints says why
+        return 5
+    config = saved_config(run_dir)
+    return 5 if config is None else config.average_last
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    """Check the grid's options and outputs, then run it (`variations.run_grid`)."""
+    import torch
+
+    from annotated_transformer import variations
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: expected a positive number of processes")
+    names = [v.name for v in variations.grid(variations.base_config(args.profile))]
+    unknown = sorted(set(args.only or []) - set(names))
+    if unknown:
+        raise UsageError(f"--only: unknown variations {unknown}; the grid: {', '.join(names)}")
+    _check_device(args.device)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    results = check_output_folder(
+        args.results or f"results/variations-{args.profile}-{device}", "--results"
+    )
+    check_output_folder(args.runs, "--runs")
+    for name in args.only or names:  # a record is a JSON object of the grid's, with its .val.en
+        record, hypotheses = results / f"{name}.json", results / f"{name}.val.en"
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
+            data = None
+        ours = isinstance(data, dict) and {"variation", "config"} <= set(data)
+        for path in (record, hypotheses):
+            if path.exists() and not ours:
+                raise OSError(f"--results {results}: {path.name} exists and is not a record of "
+                              f"the grid, so it is not replaced: move it away")  # fmt: skip
+    return variations.run_grid(args)
