@@ -66,7 +66,7 @@ class EncodedSplit:
 
     @property
     def tgt_lengths(self) -> list[int]:
-        """Positions each target takes in a batch (T: the decoder's input, without `</s>`)."""
+        """Positions each target takes in a batch (T, the decoder's input, without `</s>`)."""
         return [len(t) - 1 for t in self.tgt]
 
     def batch(self, indices: Sequence[int]) -> Batch:
