@@ -314,17 +314,16 @@ def module_section(module: Module) -> list[str]:
             continue
         flush()
         body = [public.comment and escape(public.comment), taught_md(public.taught)]
-        out.extend(
-            [
-                "",
+        if public.value.startswith("TypeVar("):  # a type in signatures: `-n` looks for a class
+            header = [f"```{{py:class}} {public.name}", f":module: {module.name}"]
+            body[0] = f"`{public.value}`: {body[0]}"
+        else:
+            header = [
                 f"```{{py:data}} {public.name}",
                 f":module: {module.name}",
                 f":value: {json.dumps(public.value, ensure_ascii=False)}",  # a YAML string
-                "",
-                "\n\n".join(b for b in body if b),
-                "```",
             ]
-        )
+        out.extend(["", *header, "", "\n\n".join(b for b in body if b), "```"])
     flush()
     return out
 

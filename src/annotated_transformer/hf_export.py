@@ -107,7 +107,7 @@ def marian_config(model: nn.Module, vocab_size: int) -> Any:  # a transformers M
 
 def generation_config(max_len: int) -> Any:  # a transformers GenerationConfig
     """The defaults of `generate`: 4 beams and α = 0.6 as in §6.1 (transformers divides by
-    |Y|^α, not by GNMT's ((5 + |Y|)/6)^α), at most `max_len` positions, `<s>` first."""
+    `|Y|^α`, not by GNMT's `((5 + |Y|)/6)^α`), at most `max_len` positions, `<s>` first."""
     from transformers import GenerationConfig
 
     return GenerationConfig(

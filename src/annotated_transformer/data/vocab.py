@@ -33,7 +33,7 @@ class Tokenizer:
     """Split raw text into words and punctuation with spaCy's rules for one language.
 
     `spacy.blank(lang)` holds only the language's tokenizer rules: no statistical model, nothing
-    to download. Text is `normalize`d first (below); spaces are dropped, not kept as tokens.
+    to download. Text is `normalize`-d first (below); spaces are dropped, not kept as tokens.
     """
 
     def __init__(self, lang: str) -> None:

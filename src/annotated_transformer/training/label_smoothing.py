@@ -50,8 +50,8 @@ def smoothed_targets(
         dtype: of the result (PyTorch's default float type when None).
 
     Returns:
-        q (..., V): 1 − ε at the target, 0 at padding_idx, ε / (V − 2) at every other class; all
-        zeros where the target is padding_idx.
+        The distribution q, (..., V), with 1 − ε at the target, 0 at padding_idx, ε / (V − 2)
+        at every other class; all zeros where the target is padding_idx.
     """
     _check_settings(size, padding_idx, smoothing)
     _check_target(target, size)
