@@ -7,9 +7,10 @@
 
 Nothing here names a module: the pages follow the package. The modules are the generated ones
 (those whose first line is tools/export.py's header; the hand-written `__init__.py`, the command
-line, `notebook.py`, `figures.py` and the deprecated shims are left out). Each subpackage gets a
-page, the modules beside them share one, and the command line has its own, read from
-`annotated_transformer.cli.build_parser()`.
+line, `notebook.py`, `figures.py`, and the deprecated shims, which warn on import, are left out).
+Each subpackage gets a page, the modules beside them share one, and the command line has its own,
+read from `annotated_transformer.cli.build_parser()`. The Reference part of `_toc.yml`, last in the
+book, lists the pages; the tool rewrites that part and nothing above it.
 
 A module's public names are its top-level functions, classes and constants whose name has no
 leading underscore (only those in `__all__` where the module defines it). A function or class is
@@ -237,10 +238,21 @@ def _runtime_value(module: str, name: str) -> str:
     return short(repr(value))
 
 
+def is_shim(path: Path) -> bool:
+    """A deprecated module kept for old imports: it warns with DeprecationWarning on import."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and "DeprecationWarning" in ast.unparse(node.value)
+        for node in tree.body
+    )
+
+
 def modules(root: Path = ROOT) -> list[Module]:
     """Every generated module of the package with its public names, by dotted name."""
-    found = [read_module(root, path) for path in export.generated_modules(root)]
-    return sorted(found, key=lambda m: m.name)
+    paths = [path for path in export.generated_modules(root) if not is_shim(path)]
+    return sorted((read_module(root, path) for path in paths), key=lambda m: m.name)
 
 
 def undocumented(found: list[Module]) -> list[str]:
@@ -249,6 +261,8 @@ def undocumented(found: list[Module]) -> list[str]:
     for module in found:
         for public in module.names:
             where = f"{module.path.name}:{public.line}"
+            if public.taught is not None:
+                where += f", {public.taught.notebook}"
             if not public.documented:
                 what = "comment" if public.kind == "data" else "docstring"
                 lines.append(f"{module.name}.{public.name} ({public.kind}, {where}): no {what}")
@@ -417,7 +431,9 @@ def command_section(parser: argparse.ArgumentParser, level: int, helps: dict[str
         actions = [
             a
             for a in group._group_actions
-            if a.help != argparse.SUPPRESS and not isinstance(a, argparse._SubParsersAction)
+            if a.help != argparse.SUPPRESS
+            and not isinstance(a, argparse._SubParsersAction)
+            and not (level > 2 and isinstance(a, argparse._HelpAction))  # said once, at the top
         ]
         subcommands += [
             a for a in group._group_actions if isinstance(a, argparse._SubParsersAction)
@@ -449,8 +465,8 @@ def cli_page() -> str:
         # The command line
 
         Every command of `{parser.prog}` and every option, with its help text, as
-        `{PACKAGE}.cli.build_parser()` defines them (`{parser.prog} COMMAND --help` prints the
-        same).
+        `{PACKAGE}.cli.build_parser()` defines them. Every command also takes `-h`, `--help`:
+        `{parser.prog} COMMAND --help` prints what its section here says.
         """
     )
     return intro + "\n" + "\n".join(command_section(parser, 2, {})).rstrip() + "\n"
