@@ -207,7 +207,7 @@ def _ours(translator: Translator, folder: Path, threads: int) -> Engine:
 
 def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]:
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
-        from annotated_transformer.ct2_export import CT2Translator
+        from annotated_transformer.exports.ct2 import CT2Translator
 
         engine = CT2Translator.converted(translator, quantization, threads=threads)
         return lambda german, beam: engine.translate(german, beam_size=beam, alpha=0.6)
@@ -220,7 +220,7 @@ def _ctranslate2_native(quantization: str) -> Callable[[Translator, Path, int], 
     limit (max_len) and length penalty (log P / |Y|^α)."""
 
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
-        from annotated_transformer.ct2_export import CT2Translator
+        from annotated_transformer.exports.ct2 import CT2Translator
 
         engine = CT2Translator.converted(translator, quantization, threads=threads)
         limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
@@ -242,7 +242,7 @@ def _transformers(translator: Translator, folder: Path, threads: int) -> Engine:
     """MarianMTModel.generate on the export of `export_hf`, 50 sentences a batch, by length."""
     from transformers import AutoTokenizer, MarianMTModel
 
-    from annotated_transformer.hf_export import export_hf, quiet
+    from annotated_transformer.exports.hf import export_hf, quiet
 
     device = next(translator.model.parameters()).device
     with quiet():

@@ -100,6 +100,43 @@ def test_the_reading_path_fits_an_afternoon() -> None:
     assert total["collapsed"] <= MAX_PATH_COLLAPSED, f"{total['collapsed']} collapsed code lines"
 
 
+# Parts V and VI teach how the engineering is built: each section's key code visible, the rest of
+# its module collapsed (issue 47). Their budgets of visible code lines, per chapter; every chapter
+# of the two parts has one.
+PART_BUDGETS = {
+    "engineering": 900,
+    "fast_decoding": 500,
+    "performance": 500,
+    "serving": 300,
+    "subwords": 250,
+    "table3": 600,
+    "paper_scale": 400,
+}
+
+
+def test_parts_v_and_vi_keep_their_budgets() -> None:
+    """Each chapter of Parts V and VI shows at most its budget of visible code lines."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    chapters = [
+        Path(chapter["file"]).name
+        for part in toc["parts"]
+        if part["caption"].startswith(("Part V:", "Part VI:"))
+        for chapter in part["chapters"]
+    ]
+    assert sorted(chapters) == sorted(PART_BUDGETS), "a chapter of Parts V-VI without a budget"
+    print(f"\n{'chapter':16} {'visible':>7} {'budget':>6} {'collapsed':>9} {'minutes':>7}")
+    over = {}
+    for name in chapters:
+        counts = notebook.chapter_counts(ROOT / "book" / f"{name}.ipynb")
+        print(f"{name:16} {counts['visible']:7} {PART_BUDGETS[name]:6} {counts['collapsed']:9}"
+              f" {counts['minutes']:7.1f}")  # fmt: skip
+        if counts["visible"] > PART_BUDGETS[name]:
+            over[name] = counts["visible"]
+    assert not over, f"visible code lines over the chapter's budget: {over}"
+
+
 def test_the_counts_follow_the_rules() -> None:
     """Fenced text is not prose, blank lines are code, and a collapsed tag moves lines over."""
     chapter = {

@@ -230,7 +230,7 @@ def shipped_sums(text: str) -> Callable[[Path], None]:
 
 def ct2_folder(folder: Path) -> None:
     """The shipped model exported for CTranslate2 (float32) into `folder`."""
-    from annotated_transformer.ct2_export import export_ct2
+    from annotated_transformer.exports.ct2 import export_ct2
     from annotated_transformer.translator import Translator
 
     shipped = Translator.pretrained()
@@ -256,7 +256,7 @@ def ct2_export_of(quantization: str) -> Path:
     if quantization not in CT2_EXPORTS:
         import tempfile
 
-        from annotated_transformer.ct2_export import export_ct2
+        from annotated_transformer.exports.ct2 import export_ct2
         from annotated_transformer.translator import Translator
 
         shipped = Translator.pretrained()
@@ -417,11 +417,11 @@ def export_of(command: str, name: str) -> Callable[[Path], None]:
             out = Path(tempfile.mkdtemp(prefix="at-export-")) / command
             shipped = Translator.pretrained(device="cpu")
             if command == "export-ct2":
-                from annotated_transformer.ct2_export import export_ct2
+                from annotated_transformer.exports.ct2 import export_ct2
 
                 export_ct2(shipped.model, shipped.bpe, shipped.config, out)
             else:
-                from annotated_transformer.hf_export import export_hf
+                from annotated_transformer.exports.hf import export_hf
 
                 export_hf(shipped.model, shipped.bpe, out, card=None, origin=shipped.origin)
             _EXPORTS[command] = out
@@ -464,7 +464,7 @@ def another_vocabulary(wmt: Path) -> None:
 def onnx_record(folder: Path) -> None:
     """`web`: what export-onnx writes, its graphs stand-ins (the record, export.json, says what
     wrote the folder)."""
-    from annotated_transformer import onnx_export
+    from annotated_transformer.exports import onnx as onnx_export
 
     (folder / "web").mkdir()
     for name in (onnx_export.ENCODER, onnx_export.DECODER):

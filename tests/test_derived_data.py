@@ -271,7 +271,7 @@ def shipped_copy(folder: Path, change_weights: bool) -> Path:
 
 
 def test_the_card_beside_the_weights_it_describes_is_handed_on(tmp_path):
-    from annotated_transformer.hf_export import card_beside, card_weights_sha256
+    from annotated_transformer.exports.hf import card_beside, card_weights_sha256
     from annotated_transformer.pretrained import sha256, shipped_folder
 
     card, why = card_beside(shipped_folder())
@@ -291,7 +291,7 @@ def test_the_card_beside_the_weights_it_describes_is_handed_on(tmp_path):
 def test_the_front_matter_is_yaml_with_its_model_index():
     import yaml
 
-    from annotated_transformer.hf_export import hub_card
+    from annotated_transformer.exports.hf import hub_card
     from annotated_transformer.pretrained import shipped_folder
 
     card = (shipped_folder() / "MODEL_CARD.md").read_text(encoding="utf-8")

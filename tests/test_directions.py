@@ -105,7 +105,7 @@ def test_a_wmt14_run_without_its_text_is_refused_before_it_writes_anything(tmp_p
 
 
 def test_exports_name_the_direction():
-    from annotated_transformer.hf_export import hub_card
+    from annotated_transformer.exports.hf import hub_card
 
     card = hub_card(None, "en-de")
     assert "language:\n- en\n- de\n" in card and "English→German" in card

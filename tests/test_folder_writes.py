@@ -29,7 +29,9 @@ from annotated_transformer.util.atomic import FolderInUse, lock_path
 
 fcntl = pytest.importorskip("fcntl")
 pytest.importorskip("ctranslate2")
-from annotated_transformer import ct2_export, hf_export, onnx_export  # noqa: E402
+from annotated_transformer.exports import ct2 as ct2_export  # noqa: E402
+from annotated_transformer.exports import hf as hf_export  # noqa: E402
+from annotated_transformer.exports import onnx as onnx_export  # noqa: E402
 
 MODULES = {"ct2": ct2_export, "onnx": onnx_export, "hf": hf_export}
 

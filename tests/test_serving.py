@@ -18,10 +18,10 @@ import torch
 
 pytest.importorskip("ctranslate2")
 
-from annotated_transformer import ct2_export
-from annotated_transformer.ct2_export import CT2Translator, export_ct2
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.evaluation.scores import bleu
+from annotated_transformer.exports import ct2 as ct2_export
+from annotated_transformer.exports.ct2 import CT2Translator, export_ct2
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.translator import Translator
 
@@ -169,7 +169,7 @@ assert not any(name.startswith("annotated_transformer") for name in sys.modules)
 @pytest.fixture(scope="module")
 def hf_folder(ours: Translator, tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
-    from annotated_transformer.hf_export import export_hf
+    from annotated_transformer.exports.hf import export_hf
     from annotated_transformer.pretrained import shipped_folder
 
     folder = tmp_path_factory.mktemp("hf") / "shipped"
@@ -191,7 +191,7 @@ def test_transformers_alone_reads_the_export(hf_folder):
 def test_marian_greedy_equals_ours_on_test2016(ours, hf_folder, test2016):
     from transformers import AutoTokenizer, MarianMTModel
 
-    from annotated_transformer.hf_export import GREEDY_EQUAL
+    from annotated_transformer.exports.hf import GREEDY_EQUAL
 
     german, _ = test2016
     tokenizer = AutoTokenizer.from_pretrained(hf_folder)
@@ -221,7 +221,7 @@ def test_marian_greedy_equals_ours_on_test2016(ours, hf_folder, test2016):
 ])  # fmt: skip
 def test_what_marian_cannot_hold_is_refused_before_writing(ours, tmp_path, options, why):
     pytest.importorskip("transformers")
-    from annotated_transformer.hf_export import export_hf
+    from annotated_transformer.exports.hf import export_hf
 
     config = ModelConfig(src_vocab=len(ours.bpe), tgt_vocab=len(ours.bpe), N=1, d_model=32,
                          d_ff=64, h=4, **options)  # fmt: skip
@@ -245,7 +245,7 @@ def test_the_hub_card_carries_the_scores_with_their_signatures(hf_folder):
 
 def test_the_exported_tokenizer_normalizes_as_ours(ours):
     pytest.importorskip("transformers")
-    from annotated_transformer.hf_export import hf_tokenizer
+    from annotated_transformer.exports.hf import hf_tokenizer
 
     tokenizer = hf_tokenizer(ours.bpe, ours.config.model.max_len)
     plain = "Ein Hund rennt durch den Schnee."

@@ -1,4 +1,4 @@
-"""The chapter "Try it": the ONNX export (`annotated_transformer.onnx_export`, `export-onnx`) and
+"""The chapter "Try it": the ONNX export (`annotated_transformer.exports.onnx`, `export-onnx`) and
 the page's JavaScript tokenizer (book/_static/tryit.js) run in Node against Python's.
 
 The page itself is tested in a real browser in tests/test_browser.py; the shipped model's export,
@@ -25,9 +25,9 @@ from annotated_transformer import cli
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, SPACES, ZERO_WIDTH, normalize
 from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
+from annotated_transformer.exports.onnx import ABOUT, FILES, OnnxTransformer, export_onnx
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
-from annotated_transformer.onnx_export import ABOUT, FILES, OnnxTransformer, export_onnx
 from annotated_transformer.pretrained import load_pretrained
 from annotated_transformer.util.atomic import WriteFailed
 

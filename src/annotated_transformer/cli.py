@@ -181,7 +181,9 @@ def _model_folder(folder: Path) -> tuple[str, str, str] | None:
     record says so, or it holds the export's first two files); None for any other path."""
     if not folder.is_dir():
         return None
-    from annotated_transformer import ct2_export, hf_export, onnx_export
+    from annotated_transformer.exports import ct2 as ct2_export
+    from annotated_transformer.exports import hf as hf_export
+    from annotated_transformer.exports import onnx as onnx_export
 
     for module, what, writer, reader in (
         (ct2_export, "a CTranslate2 export", "export-ct2", "translate --checkpoint reads it"),
@@ -206,7 +208,7 @@ def _translator(args: argparse.Namespace):
     if args.checkpoint is None:
         translator = Translator.pretrained(device=args.device)
     elif _ct2_export(args.checkpoint):
-        from annotated_transformer.ct2_export import CT2Translator
+        from annotated_transformer.exports.ct2 import CT2Translator
 
         _check_ct2_search(args, f"{args.checkpoint} is a CTranslate2 export")
         translator = CT2Translator.open(args.checkpoint, device=args.device or "cpu")
@@ -231,7 +233,7 @@ def _check_ct2_search(args: argparse.Namespace, why: str) -> None:
 
 def _quantized(translator: Any, args: argparse.Namespace) -> Any:
     """`translate --quantize int8`: the model converted to CTranslate2's int8 in memory."""
-    from annotated_transformer.ct2_export import CT2Translator
+    from annotated_transformer.exports.ct2 import CT2Translator
 
     if isinstance(translator, CT2Translator):
         raise UsageError(f"--quantize {args.quantize}: {args.checkpoint} is a CTranslate2 export "
@@ -247,7 +249,7 @@ def _quantized(translator: Any, args: argparse.Namespace) -> Any:
 
 def _ct2_export(path: str) -> bool:
     """Whether `path` is a folder that `export-ct2` wrote (read by CTranslate2, not PyTorch)."""
-    from annotated_transformer.ct2_export import read_about
+    from annotated_transformer.exports.ct2 import read_about
 
     if read_about(path) is None:
         return False
@@ -869,7 +871,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     """Write the model as two ONNX graphs (the encoder, one decoder step) with its tokenizer:
     what the book's chapter "Try it" runs in the browser."""
     _needs("export-onnx", ("onnx", "onnxscript", "onnxruntime"), "onnx")
-    from annotated_transformer import onnx_export
+    from annotated_transformer.exports import onnx as onnx_export
 
     translator = _model_to_export(args, "export-onnx", onnx_export.check_replaceable)
     onnx_export.export_onnx(
@@ -886,7 +888,7 @@ def cmd_export_ct2(args: argparse.Namespace) -> int:
     """Write the model as a CTranslate2 model with its tokenizer, which `translate --checkpoint`
     and `CT2Translator.open` read."""
     _needs("export-ct2", ("ctranslate2",), "serve")
-    from annotated_transformer import ct2_export
+    from annotated_transformer.exports import ct2 as ct2_export
 
     translator = _model_to_export(args, "export-ct2", ct2_export.check_replaceable)
     ct2_export.check_convertible(translator.model)
@@ -899,7 +901,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     """Write the model as a Hugging Face `transformers` MarianMTModel folder with its tokenizer
     and a Hub model card."""
     _needs("export-hf", ("transformers",), "serve")
-    from annotated_transformer import hf_export
+    from annotated_transformer.exports import hf as hf_export
 
     translator = _model_to_export(args, "export-hf", hf_export.check_replaceable)
     hf_export.check_marian(translator.model)
@@ -939,7 +941,7 @@ def _wrote(out: Path, files: Sequence[str]) -> int:
 def _model_card(checkpoint: str | None) -> str | None:
     """The card beside a model (the shipped model's, or a save-pretrained folder's) when it
     records the SHA-256 of these very weights; else None, and a note on standard error."""
-    from annotated_transformer.hf_export import card_beside
+    from annotated_transformer.exports.hf import card_beside
     from annotated_transformer.pretrained import shipped_folder
 
     card, why = card_beside(shipped_folder() if checkpoint is None else Path(checkpoint))

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...) (§3.5).
+    """`PE[pos, 2i] = sin(pos / 10000^(2i/d_model))`, `PE[pos, 2i+1] = cos(...)` (§3.5).
 
     Returns a float32 tensor (max_len, d_model), computed in float64.
     """

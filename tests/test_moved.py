@@ -1,0 +1,60 @@
+"""Modules that moved keep their old import path for one release, with a `DeprecationWarning`
+(issue 46): the old name is the new module itself, so what a user imported, patched or pickled
+by the old path is the same object."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# old path -> where it moved (in 0.3.0); the old paths go in 0.4
+MOVED = {
+    "annotated_transformer.ct2_export": "annotated_transformer.exports.ct2",
+    "annotated_transformer.hf_export": "annotated_transformer.exports.hf",
+    "annotated_transformer.onnx_export": "annotated_transformer.exports.onnx",
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_warns_and_is_the_new_module(old: str, monkeypatch) -> None:
+    new = importlib.import_module(MOVED[old])
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {MOVED[old]}"):
+        module = importlib.import_module(old)
+    assert module is new
+    package = importlib.import_module("annotated_transformer")
+    assert getattr(package, old.rsplit(".", 1)[1]) is new
+    name = sorted(n for n in vars(new) if not n.startswith("_") and callable(getattr(new, n)))[0]
+    exec(f"from {old} import {name} as found", scope := {})  # the old `from ... import` form
+    assert scope["found"] is getattr(new, name)
+
+
+def test_the_new_paths_do_not_warn() -> None:
+    code = "import warnings; warnings.simplefilter('error')\n" + "".join(
+        f"import {new}\n" for new in MOVED.values()
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nothing_of_ours_uses_an_old_path() -> None:
+    """The package, its chapters, benchmarks, tools and README use the new paths only."""
+    old = re.compile(
+        r"annotated_transformer\.(ct2|hf|onnx)_export|from annotated_transformer import .*_export"
+    )
+    shims = {ROOT / "src" / (name.replace(".", "/") + ".py") for name in MOVED}
+    files = [*(ROOT / "src").rglob("*.py"), *(ROOT / "book").glob("*.ipynb")]
+    files += [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "tools").glob("*.py")]
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group()}"
+        for path in sorted(set(files) - shims)
+        for match in old.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "\n".join(found)
+    assert not old.search((ROOT / "README.md").read_text(encoding="utf-8"))
