@@ -89,6 +89,7 @@ class Module:
     name: str  # dotted
     path: Path
     names: tuple[Public, ...]
+    summary: str = ""  # the first line of its docstring
 
     @property
     def page(self) -> str:
@@ -221,7 +222,9 @@ def read_module(root: Path, path: Path) -> Module:
     public = [
         n for n in names if not n.name.startswith("_") and (wanted is None or n.name in wanted)
     ]
-    return Module(dotted, path, tuple(public))
+    paragraph = " ".join((ast.get_docstring(tree) or "").strip().split("\n\n")[0].split())
+    summary = re.split(r"(?<=[.!?])\s", paragraph)[0]  # its first sentence
+    return Module(dotted, path, tuple(public), summary)
 
 
 def _marker_lines(lines: list[str], end: int) -> list[str]:
@@ -283,6 +286,12 @@ def escape(text: str) -> str:
     return re.sub(r"(?<![\w`\\-])(--?[A-Za-z][\w-]*)", r"`\1`", text)
 
 
+def prose(text: str) -> str:
+    """A docstring's or comment's text for a Markdown page: its `code` kept, the rest escaped."""
+    parts = re.split(r"(`[^`]+`)", text)
+    return "".join(part if part.startswith("`") else escape(part) for part in parts)
+
+
 def taught_rst(taught: Taught | None) -> list[str]:
     if taught is None:
         return []
@@ -293,7 +302,7 @@ def taught_rst(taught: Taught | None) -> list[str]:
 def taught_md(taught: Taught | None) -> str:
     if taught is None:
         return ""
-    return f"Taught in [{escape(taught.label())}]({taught.target()})."
+    return f"Taught in [{prose(taught.label())}]({taught.target()})."
 
 
 def first_paragraph(text: str | None) -> str:
@@ -327,7 +336,7 @@ def module_section(module: Module) -> list[str]:
             rst.extend(taught_rst(public.taught))
             continue
         flush()
-        body = [public.comment and escape(public.comment), taught_md(public.taught)]
+        body = [public.comment and prose(public.comment), taught_md(public.taught)]
         if public.value.startswith("TypeVar("):  # a type in signatures: `-n` looks for a class
             header = [f"```{{py:class}} {public.name}", f":module: {module.name}"]
             body[0] = f"`{public.value}`: {body[0]}"
@@ -372,11 +381,11 @@ def pages_of(found: list[Module]) -> dict[str, list[Module]]:
 
 
 def index_page(by_page: dict[str, list[Module]]) -> str:
-    rows = ["| Page | Modules |", "| --- | --- |"]
+    rows = ["| Module | What it holds |", "| --- | --- |"]
     for page, found in by_page.items():
-        label = "Top-level modules" if page == TOP_LEVEL else f"`{PACKAGE}.{page}`"
-        names = ", ".join(f"`{m.name.rsplit('.', 1)[1]}`" for m in found)
-        rows.append(f"| [{label}]({page}.md) | {names} |")
+        for module in found:
+            short_name = module.name.removeprefix(f"{PACKAGE}.")
+            rows.append(f"| [`{short_name}`]({page}.md) | {prose(module.summary)} |")
     rows.append(f"| [The command line]({CLI_PAGE}.md) | `annotated-transformer` and its commands |")
     body = f"""\
 {GENERATED}
@@ -414,7 +423,8 @@ def option_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str
     text = parser._get_formatter()._expand_help(action) if action.help else ""
     text = escape(" ".join(text.split()))
     extra = []
-    if action.choices and not isinstance(action, argparse._SubParsersAction):
+    hidden = action.metavar is not None or not text  # choices the term does not show
+    if action.choices and hidden and not isinstance(action, argparse._SubParsersAction):
         extra.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
     return " ".join([text, f"({'; '.join(extra)})" if extra else ""]).strip() or "(no help)"
 
@@ -423,7 +433,12 @@ def command_section(parser: argparse.ArgumentParser, level: int, helps: dict[str
     out = [f"{'#' * level} `{parser.prog}`", ""]
     if parser.prog in helps:
         out += [helps[parser.prog], ""]
-    out += ["```text", parser.format_usage().strip().removeprefix("usage: "), "```", ""]
+    prefix = "usage: "  # left out, and the lines under the first moved left by as much
+    usage = [
+        line.removeprefix(" " * len(prefix))
+        for line in parser.format_usage().strip().removeprefix(prefix).splitlines()
+    ]
+    out += ["```text", *usage, "```", ""]
     if parser.description:
         out += [escape(" ".join(parser.description.split())), ""]
     subcommands = []
