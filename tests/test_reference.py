@@ -80,9 +80,10 @@ def test_every_command_and_option_is_on_the_command_line_page() -> None:
     page = (PAGES / f"{reference.CLI_PAGE}.md").read_text(encoding="utf-8")
     absent = []
     for parser in parsers(build_parser()):
-        if f"# `{parser.prog}`\n" not in page:
+        heading = f"# `{reference.heading(parser)}`\n"
+        if heading not in page:
             absent.append(f"the command {parser.prog!r}")
-        section = page.split(f"# `{parser.prog}`\n", 1)[-1]
+        section = page.split(heading, 1)[-1]
         for action in parser._actions:
             if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
                 continue

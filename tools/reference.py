@@ -315,7 +315,13 @@ def docstring(module: str) -> str | None:
 
 def module_section(module: Module) -> list[str]:
     """A module's part of a page: its docstring, then each public name in the module's order."""
-    out = [f"## `{module.name}`", "", "```{eval-rst}", f".. automodule:: {module.name}", "```"]
+    out = [
+        f"## `{module.name.removeprefix(PACKAGE + '.')}`",
+        "",
+        "```{eval-rst}",
+        f".. automodule:: {module.name}",
+        "```",
+    ]
     rst: list[str] = []
 
     def flush() -> None:
@@ -361,7 +367,7 @@ def package_page(page: str, found: list[Module]) -> str:
             + "."
         ]
     else:
-        title = f"`{PACKAGE}.{page}`"
+        title = f"The `{page}` subpackage"
         intro = ["```{eval-rst}", f".. automodule:: {PACKAGE}.{page}", "```"]
     out = [GENERATED, "", f"# {title}", "", *intro]
     for module in found:
@@ -429,8 +435,14 @@ def option_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str
     return " ".join([text, f"({'; '.join(extra)})" if extra else ""]).strip() or "(no help)"
 
 
+def heading(parser: argparse.ArgumentParser) -> str:
+    """A command's heading: its words after the program's name (the program: its name)."""
+    words = parser.prog.split()
+    return " ".join(words[1:]) or words[0]
+
+
 def command_section(parser: argparse.ArgumentParser, level: int, helps: dict[str, str]) -> list:
-    out = [f"{'#' * level} `{parser.prog}`", ""]
+    out = [f"{'#' * level} `{heading(parser)}`", ""]
     if parser.prog in helps:
         out += [helps[parser.prog], ""]
     prefix = "usage: "  # left out, and the lines under the first moved left by as much
