@@ -38,6 +38,8 @@ SCREENSHOT_PAGES = (
     "book/decoding.html",
     "book/results.html",
     "book/performance.html",
+    "book/reference/index.html",
+    "book/reference/cli.html",
 )
 BUILD_COMMAND = ["jupyter-book", "build", ".", "--all", "-W", "-n", "--keep-going"]
 # Errors that Jupyter Book's own scripts raise on every page, whatever the content: sphinx-thebe

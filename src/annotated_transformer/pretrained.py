@@ -90,7 +90,8 @@ def check_replaceable(folder: Path) -> None:
 # From book/appendix_files.ipynb,
 #   "How the package is built: files, downloads and records"
 #   › "The shipped model's files".
-FORMAT = "annotated-transformer pretrained model"
+FORMAT = "annotated-transformer pretrained model"  # what the shipped model's config says it is
+# the files of the shipped model's folder
 WEIGHTS, CONFIG, TOKENIZER, SUMS = "model.safetensors", "config.json", "bpe.json", "SHA256SUMS"
 FILES = (WEIGHTS, CONFIG, TOKENIZER)  # what SHA256SUMS lists
 
@@ -239,7 +240,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
         raise ValueError(f"{path}: not a whole safetensors file ({why})") from None
 
 
-LAYER = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.")
+LAYER = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.")  # a parameter's stack and layer
 
 
 def check_weights(sizes: ModelConfig, weights: dict[str, torch.Tensor], folder: Path) -> None:

@@ -18,10 +18,10 @@ from typing import TypeVar
 
 import torch
 
-ENV_VAR = "ANNOTATED_TRANSFORMER_PROFILE"
-PROFILES = ("quick", "full")
+ENV_VAR = "ANNOTATED_TRANSFORMER_PROFILE"  # names the profile, quick or full
+PROFILES = ("quick", "full")  # the profiles, small and fast or the paper's scale
 
-T = TypeVar("T")
+T = TypeVar("T")  # the type of a value that a profile picks
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Profile:
 
     @property
     def quick(self) -> bool:
+        """Whether this is the quick profile."""
         return self.name == "quick"
 
     def pick(self, *, quick: T, full: T) -> T:
@@ -54,6 +55,7 @@ class Profile:
         return quick if self.quick else self.scaled(full, quick)
 
     def describe(self) -> str:
+        """One line: the profile, its scale, the device, and how to change the profile."""
         scale = f", at a tiny scale, writing into {self.tiny}" if self.tiny else ""
         how = f"(set {ENV_VAR}=quick|full to change)"
         return f"profile: {self.name}{scale}, device: {self.device} {how}"

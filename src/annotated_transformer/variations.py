@@ -16,7 +16,7 @@ and trains for the same number of steps. Two more groups go beyond the table: th
 shared BPE vocabulary with tied embeddings (§3.4, §5.1), and pre-norm against post-norm, with
 and without warmup.
 
-    annotated-transformer grid --profile quick --jobs 2
+    `annotated-transformer grid --profile quick --jobs 2`
 
 writes one JSON record (and the translations) per variation into
 `results/variations-PROFILE-DEVICE/`, skipping those already recorded with the same settings.

@@ -122,10 +122,12 @@ class BPETokenizer:
         return isinstance(other, BPETokenizer) and self.to_json() == other.to_json()
 
     def to_json(self) -> dict:
+        """The tokenizer as a JSON object: its format, version and the `tokenizers` pipeline."""
         return {"format": FORMAT, "version": VERSION, "tokenizer": self._tokenizer.to_str()}
 
     @classmethod
     def from_json(cls, data: object, source: str = "BPE tokenizer") -> "BPETokenizer":
+        """The tokenizer that `to_json` gave; a ValueError naming `source` for anything else."""
         from tokenizers import Tokenizer
 
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -151,6 +153,7 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BPETokenizer":
+        """Read a tokenizer from the JSON file at `path` (as `save` writes it)."""
         return cls.from_json(read_json(path), str(path))
 
 
@@ -171,5 +174,5 @@ def check_vocab_size(vocab_size: object) -> None:
 # From book/appendix_files.ipynb,
 #   "How the package is built: files, downloads and records"
 #   › "A tokenizer's file".
-FORMAT = "annotated-transformer-bpe"
+FORMAT = "annotated-transformer-bpe"  # what a saved BPE tokenizer says it is
 VERSION = 2  # a file of version 1 (before normalize) gets its pipeline set on loading

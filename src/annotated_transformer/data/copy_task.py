@@ -11,7 +11,7 @@ import torch
 
 from annotated_transformer.data.batch import Batch
 
-PAD, BOS = 0, 1
+PAD, BOS = 0, 1  # the copy task's padding and start symbols
 
 
 def copy_batch(

@@ -40,7 +40,7 @@ def tokenize_split(
     name: str, pairs: Sequence[tuple[str, str]], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
 ) -> TokenizedSplit:
     """Tokenize both sides of `pairs`, leaving out (and counting) pairs with an empty side
-    (empty once `normalize`d)."""
+    (empty once `normalize`-d)."""
     kept = [(s, t) for s, t in pairs if normalize(s) and normalize(t)]
     src = src_tokenizer.pipe(s for s, _ in kept)
     tgt = tgt_tokenizer.pipe(t for _, t in kept)
@@ -66,7 +66,7 @@ class EncodedSplit:
 
     @property
     def tgt_lengths(self) -> list[int]:
-        """Positions each target takes in a batch (T: the decoder's input, without `</s>`)."""
+        """Positions each target takes in a batch (T, the decoder's input, without `</s>`)."""
         return [len(t) - 1 for t in self.tgt]
 
     def batch(self, indices: Sequence[int]) -> Batch:

@@ -17,9 +17,10 @@ import gzip
 import os
 from pathlib import Path
 
+# where Multi30k's files are downloaded from
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
-DATA_DIR_ENV = "ANNOTATED_TRANSFORMER_MULTI30K"
-LANGUAGES = ("de", "en")
+DATA_DIR_ENV = "ANNOTATED_TRANSFORMER_MULTI30K"  # names a folder holding Multi30k
+LANGUAGES = ("de", "en")  # source and target: German to English
 SPLITS = {  # split name -> file stem
     "train": "train",
     "val": "val",
@@ -28,7 +29,7 @@ SPLITS = {  # split name -> file stem
     "test2018": "test_2018_flickr",
     "mscoco": "test_2017_mscoco",
 }
-SHA256 = {
+SHA256 = {  # each file's SHA-256, checked after every download
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",

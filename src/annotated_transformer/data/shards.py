@@ -25,7 +25,7 @@ from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, normalize
 
-SHARD_FORMAT = "annotated-transformer-shard"
+SHARD_FORMAT = "annotated-transformer-shard"  # what a prepared folder's manifest says
 
 
 def read_lines(path: str | os.PathLike[str]) -> Iterator[str]:
@@ -148,6 +148,7 @@ class ShardedPairs(torch.utils.data.Dataset):
         return int(self.meta["pairs"])
 
     def ids(self, lang: str, i: int) -> np.ndarray:
+        """The token ids of pair `i`'s side `lang`, read from the memory-mapped file."""
         if lang not in self._ids:
             path = self.folder / f"{self.split}.{lang}.ids"
             self._ids[lang] = np.memmap(path, dtype=self.meta["dtype"], mode="r")
@@ -161,12 +162,12 @@ class ShardedPairs(torch.utils.data.Dataset):
 
     @property
     def src_lengths(self) -> np.ndarray:
-        """Positions each source takes in a batch: n + 1, with `</s>`."""
+        """Positions each source takes in a batch, n + 1, with `</s>`."""
         return np.diff(self.offsets[self.languages[0]]) + 1
 
     @property
     def tgt_lengths(self) -> np.ndarray:
-        """Positions each target takes: m + 1 (the decoder's input, `<s> y₁ … yₘ`)."""
+        """Positions each target takes, m + 1 (the decoder's input, `<s> y₁ … yₘ`)."""
         return np.diff(self.offsets[self.languages[1]]) + 1
 
     def __getstate__(self) -> dict:  # to a DataLoader worker: the paths, never the maps
@@ -214,6 +215,7 @@ def read_shard_meta(folder: Path, split: str) -> dict:
     return meta
 
 
+# the keys of a prepared folder's manifest, each with its type
 KEYS = {"languages": list, "pairs": int, "dtype": str, "tokens": dict, "tokenizer_sha256": str}
 
 
@@ -330,6 +332,7 @@ def put_in_place(work: Path, folder: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
+# the extracted text files that a prepared folder is made from
 TEXT = ("manifest.json", "train.en", "train.de", "newstest2013.en", "newstest2013.de")
 
 
@@ -411,6 +414,7 @@ def fingerprint(path: Path) -> dict[str, int | str]:
 
 
 def source_fingerprints(data_dir: Path) -> dict[str, dict[str, int | str]]:
+    """The size and modification time of each extracted text file, by name."""
     return {name: fingerprint(data_dir / name) for name in SOURCES}
 
 

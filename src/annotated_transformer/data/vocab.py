@@ -24,16 +24,16 @@ from collections.abc import Iterable, Sequence
 
 from annotated_transformer.util.atomic import atomic_write
 
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-SPECIALS = (PAD, BOS, EOS, UNK)
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"  # the special tokens
+SPECIALS = (PAD, BOS, EOS, UNK)  # first in every vocabulary, in this order
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))  # their ids: 0, 1, 2, 3
 
 
 class Tokenizer:
     """Split raw text into words and punctuation with spaCy's rules for one language.
 
     `spacy.blank(lang)` holds only the language's tokenizer rules: no statistical model, nothing
-    to download. Text is `normalize`d first (below); spaces are dropped, not kept as tokens.
+    to download. Text is `normalize`-d first (below); spaces are dropped, not kept as tokens.
     """
 
     def __init__(self, lang: str) -> None:
@@ -138,10 +138,12 @@ class Vocab:
         return isinstance(other, Vocab) and self.itos == other.itos
 
     def to_json(self) -> dict:
+        """The vocabulary as a JSON object: its format, version and tokens in id order."""
         return {"format": FORMAT, "version": 1, "tokens": self.itos}
 
     @classmethod
     def from_json(cls, data: object, source: str = "vocabulary") -> "Vocab":
+        """The vocabulary that `to_json` gave; a ValueError naming `source` for anything else."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"{source}: not a vocabulary saved by this package")
         if data.get("version") != 1 or not isinstance(data.get("tokens"), list):
@@ -159,6 +161,7 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Vocab":
+        """Read a vocabulary from the JSON file at `path` (as `save` writes it)."""
         return cls.from_json(read_json(path), str(path))
 
 

@@ -18,7 +18,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# where the SHA-256 sums and sizes of SOURCES come from
 TFDS = "TensorFlow Datasets, tensorflow_datasets/url_checksums/wmt14_translate.txt (SHA-256, size)"
+# where the MD5 sums of the test sets come from
 SACREBLEU = "sacreBLEU 2.6.0, sacrebleu/dataset/__init__.py DATASETS[{!r}] (MD5 only)"
 
 
@@ -36,6 +38,7 @@ class Source:
 
     @property
     def file(self) -> str:
+        """The archive's file name, the last part of its URL."""
         return self.url.rsplit("/", 1)[-1]
 
 
@@ -72,8 +75,8 @@ SPLITS = {  # split -> the sources it joins, in this order
     "newstest2014-full": ("newstest2014-full",),
     "newstest2014-filtered": ("newstest2014-filtered",),
 }
-LANGUAGES = ("en", "de")
-DATA_DIR_ENV = "ANNOTATED_TRANSFORMER_WMT14"
+LANGUAGES = ("en", "de")  # source and target: English to German, as the paper
+DATA_DIR_ENV = "ANNOTATED_TRANSFORMER_WMT14"  # names a folder holding WMT 2014
 
 
 def cache_dir() -> Path:
@@ -275,7 +278,7 @@ def write_split(
     return {"pairs": sum(kept.values()), "from": kept, "left_out": left_out}
 
 
-FORMAT = "annotated-transformer-wmt14"
+FORMAT = "annotated-transformer-wmt14"  # what an extracted folder's manifest says
 
 
 def extract(
@@ -322,6 +325,7 @@ def download(
     return extract(archives, out, filters, sources)
 
 
+# the files an extracted folder holds
 OUTPUTS = (*(f"{split}.{lang}" for split in SPLITS for lang in LANGUAGES), "manifest.json")
 
 

@@ -31,16 +31,16 @@ from annotated_transformer.model.layers import DecoderLayer
 class DecoderCache:
     """What the decoder keeps between steps, for each of its N layers.
 
-    self_keys, self_values: the self-attention keys (B, h, t, d_k) and values (B, h, t, d_v) of
-        the t positions decoded so far; each step appends one position.
-    src_keys, src_values: the encoder–decoder attention keys (B/w, h, S, d_k) and values
-        (B/w, h, S, d_v) of the memory, computed once, one per sentence: its w = `width`
-        consecutive rows (beam search's k beams) share them.
-    src_mask: (B/w, 1, 1, S), True at real source tokens.
-    parents: (B,), or None: a reordering of the self-attention side that `select` or `follow`
-        has noted and the next step applies as it appends: row i's past is row parents[i] of
-        self_keys and self_values.
-    width: w, the rows per sentence.
+    - self_keys, self_values: the self-attention keys (B, h, t, d_k) and values (B, h, t, d_v) of
+      the t positions decoded so far; each step appends one position.
+    - src_keys, src_values: the encoder–decoder attention keys (B/w, h, S, d_k) and values
+      (B/w, h, S, d_v) of the memory, computed once, one per sentence: its w = `width`
+      consecutive rows (beam search's k beams) share them.
+    - src_mask: (B/w, 1, 1, S), True at real source tokens.
+    - parents: (B,), or None: a reordering of the self-attention side that `select` or `follow`
+      has noted and the next step applies as it appends: row i's past is row parents[i] of
+      self_keys and self_values.
+    - width: w, the rows per sentence.
     """
 
     self_keys: tuple[Tensor, ...]

@@ -28,7 +28,7 @@ from annotated_transformer.model.masks import subsequent_mask
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016), |Y| the tokens generated.
+    """GNMT's `lp(Y) = ((5 + |Y|) / 6)^α` (Wu et al., 2016), `|Y|` the tokens generated.
 
     A hypothesis is scored log P(Y | X) / lp(Y); α = 0 scores by log-probability alone, which
     favours short outputs, since every token lowers it.
@@ -465,7 +465,7 @@ def beam_search(
 
     Every step extends each of a sentence's k hypotheses by every token, and keeps the k best
     continuations by log-probability. A continuation that ends with `end_symbol` (and ranks
-    among the k best) is finished, scored log P / lp(|Y|); a sentence stops once it has k
+    among the k best) is finished, scored `log P / lp(|Y|)`; a sentence stops once it has k
     finished hypotheses or reaches its maximum length, where its live hypotheses count as
     finished as they are. With k = 1 this is greedy decoding.
 
@@ -513,7 +513,7 @@ def sequence_scores(
     sequences: Sequence[Sequence[int]],
     alpha: float = 0.6,
 ) -> list[float]:
-    """Score given outputs as beam search does: log P(Y | X) / lp(|Y|), teacher-forced.
+    """Score given outputs as beam search does: `log P(Y | X) / lp(|Y|)`, teacher-forced.
 
     `sequences[i]` is an output for sentence i, beginning with the start symbol (as both
     searches return them). Lets greedy and beam outputs be compared under one scoring.

@@ -73,7 +73,7 @@ def simple_beam_search(
 
     Every step re-runs the decoder over each live prefix, extends it by every token, and ranks
     the extensions by log P. An `</s>` among the k best finishes a hypothesis, scored
-    log P / lp(|Y|) with GNMT's lp(Y) = ((5 + |Y|) / 6)^α; the k best that do not end go on.
+    `log P / lp(|Y|)` with GNMT's `lp(Y) = ((5 + |Y|) / 6)^α`; the k best that do not end go on.
     The search stops at k finished hypotheses (`search="t2t"`: at `t2t_bound_met`), or at
     `max_len`, where the live ones finish as they are. `search.beam_search` does the same, batched.
 
@@ -127,7 +127,7 @@ def exhaustive_search(
     end_symbol: int,
     alpha: float = 0.6,
 ) -> list[tuple[list[int], float]]:
-    """Every output of one sentence, src (1, S), scored log P / lp(|Y|), best first.
+    """Every output of one sentence, src (1, S), scored `log P / lp(|Y|)`, best first.
 
     An output ends with `end_symbol` or is cut at `max_len` positions. There are about
     V^(max_len - 1) of them: a check for a tiny vocabulary, not a search.

@@ -34,12 +34,13 @@ from annotated_transformer.translator import Translator, refuse_one_string
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
-FORMAT = "annotated-transformer ctranslate2 export"
+FORMAT = "annotated-transformer ctranslate2 export"  # what an export's about file says
 MODEL, VOCABULARY, TOKENIZER, ABOUT = (
     "model.bin", "shared_vocabulary.json", "bpe.json", "export.json",
 )  # fmt: skip
+# the files of a CTranslate2 export folder, all of them written by `export_ct2`
 FILES = (MODEL, VOCABULARY, "config.json", TOKENIZER, "README.md", ABOUT)
-QUANTIZATIONS = ("float32", "int8")
+QUANTIZATIONS = ("float32", "int8")  # the weight types `export-ct2` offers
 
 
 def _array(module: nn.Module, name: str) -> np.ndarray:
@@ -180,6 +181,7 @@ def check_replaceable(folder: Path) -> None:
     atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a CTranslate2 export")
 
 
+# the keys of an export's about file, each with its type
 KEYS = {"version": int, "quantization": str, "extra_length": int, "config": dict, "origin": dict}
 
 
@@ -195,6 +197,7 @@ def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return about
 
 
+# a sentence in each language, translated to check an export
 EXAMPLES = {"de": "Ein Hund rennt durch den Schnee.", "en": "A dog runs through the snow."}
 
 

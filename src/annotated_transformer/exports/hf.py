@@ -30,12 +30,13 @@ from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPACES, ZER
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
-FORMAT = "annotated-transformer transformers export"
+FORMAT = "annotated-transformer transformers export"  # what an export's about file says
 # Marian's greedy output equals ours on this many of the 1,000 sentences of test2016 with the
 # shipped model (tests/test_serving.py measures it). The other two are repetitions ("number
 # 1111...") that our limit, source + 50 tokens, cuts short and Marian's, max_len, does not.
 GREEDY_EQUAL = 998
 ABOUT = "annotated_transformer.json"  # ours, beside the files transformers reads
+# a sentence in each language, translated to check an export
 EXAMPLES = {"de": "Ein Hund rennt durch den Schnee.", "en": "A dog runs through the snow."}
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
          "tokenizer_config.json", "README.md", ABOUT)  # fmt: skip
@@ -106,7 +107,7 @@ def marian_config(model: nn.Module, vocab_size: int) -> Any:  # a transformers M
 
 def generation_config(max_len: int) -> Any:  # a transformers GenerationConfig
     """The defaults of `generate`: 4 beams and α = 0.6 as in §6.1 (transformers divides by
-    |Y|^α, not by GNMT's ((5 + |Y|)/6)^α), at most `max_len` positions, `<s>` first."""
+    `|Y|^α`, not by GNMT's `((5 + |Y|)/6)^α`), at most `max_len` positions, `<s>` first."""
     from transformers import GenerationConfig
 
     return GenerationConfig(

@@ -28,9 +28,10 @@ from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
-FORMAT = "annotated-transformer onnx export"
+FORMAT = "annotated-transformer onnx export"  # what an export's about file says
+# the files of an ONNX export folder
 ENCODER, DECODER, TOKENIZER, ABOUT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "export.json"
-FILES = (ENCODER, DECODER, TOKENIZER, ABOUT)
+FILES = (ENCODER, DECODER, TOKENIZER, ABOUT)  # all of them, in the order they are written
 OPSET = 20  # the ONNX operator set: LayerNormalization needs 17
 
 
@@ -42,6 +43,7 @@ class EncoderGraph(nn.Module):
         self.model = model
 
     def forward(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """The encoder's memory (B, S, d_model) of the source ids `src` (B, S)."""
         return self.model.encode(src, src_mask)  # (B, S, d_model)
 
 
@@ -55,6 +57,7 @@ class DecoderStepGraph(nn.Module):
         self.model = model
 
     def forward(self, memory: Tensor, src_mask: Tensor, ys: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-probabilities of the token after `ys` (B, T), and the cross-attention weights."""
         model, cross = self.model, []
         tgt_mask = subsequent_mask(ys.size(1), ys.device)  # (1, T, T)
         x = model.tgt_embed(ys)  # (B, T, d_model)
@@ -219,4 +222,5 @@ class OnnxTransformer:
         return self.step(memory, src_mask, ys)[0].unsqueeze(1)  # (B, 1, V)
 
     def generator(self, x: Tensor) -> Tensor:
+        """The identity: `decode` gives log-probabilities already."""
         return x  # `decode` gave log-probabilities already

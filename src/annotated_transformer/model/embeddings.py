@@ -23,4 +23,5 @@ class Embeddings(nn.Module):
         nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
 
     def forward(self, x: Tensor) -> Tensor:
+        """The embeddings of token ids `x` (B, T), multiplied by √d_model: (B, T, d_model)."""
         return self.embedding(x) * math.sqrt(self.d_model)  # (B, T, d_model)

@@ -72,4 +72,5 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Log-probabilities over the vocabulary for each position of `x` (..., d_model)."""
         return torch.log_softmax(self.proj(x), dim=-1)  # (..., vocab)

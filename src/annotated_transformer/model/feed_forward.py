@@ -23,4 +23,5 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        """FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ at each position of `x` (B, T, d_model)."""
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, T, d_ff) inside

@@ -43,6 +43,7 @@ class SublayerConnection(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """x + Dropout(Sublayer(x)), normalized after (post-norm) or inside (pre-norm)."""
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
@@ -128,6 +129,7 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(layer.d_model, eps=LAYER_NORM_EPS) if layer.norm_first else None
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """Run `x` (B, S, d_model) through the N layers, then the final norm if there is one."""
         for layer in self.layers:
             x = layer(x, mask)
         return x if self.norm is None else self.norm(x)
@@ -145,6 +147,7 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(layer.d_model, eps=LAYER_NORM_EPS) if layer.norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
+        """Run `x` (B, T, d_model) through the N layers, which attend to `memory`, then the norm."""
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)
         return x if self.norm is None else self.norm(x)

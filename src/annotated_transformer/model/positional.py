@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...) (§3.5).
+    """`PE[pos, 2i] = sin(pos / 10000^(2i/d_model))`, `PE[pos, 2i+1] = cos(...)` (§3.5).
 
     Returns a float32 tensor (max_len, d_model), computed in float64.
     """
@@ -64,6 +64,7 @@ class PositionalEncoding(_PositionalBase):
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """`x` (B, T, d_model) plus the encodings of positions offset … offset + T − 1."""
         T = self._check_length(x, offset)
         return self.dropout(x + self.pe[offset : offset + T])  # (B, T, d_model) + (T, d_model)
 
@@ -84,6 +85,7 @@ class LearnedPositionalEncoding(_PositionalBase):
         nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """`x` (B, T, d_model) plus the learned rows of positions offset … offset + T − 1."""
         T = self._check_length(x, offset)
         table = self.embedding.weight[offset : offset + T]  # (T, d_model)
         return self.dropout(x + table)  # (B, T, d_model) + (T, d_model)

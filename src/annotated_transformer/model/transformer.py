@@ -62,6 +62,7 @@ class ModelConfig:
         return cls(src_vocab, tgt_vocab, **{**big, **changes})
 
 
+# the positional encodings a model may use, by the name `ModelConfig.positional` gives
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
 
 
@@ -112,7 +113,7 @@ def count_parameters(model: nn.Module) -> int:
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "The model's settings".
-SIZE, RATE = Setting(int, low=1), Setting(float, low=0, below=1)
+SIZE, RATE = Setting(int, low=1), Setting(float, low=0, below=1)  # an integer ≥ 1; a rate in [0, 1)
 MAX_POSITIONS = 1 << 16  # the longest positional table a model may have (max_len)
 MODEL_SETTINGS = {  # what each field of ModelConfig accepts
     "src_vocab": Setting(int, low=1, optional=True),

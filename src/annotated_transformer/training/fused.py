@@ -61,6 +61,7 @@ class FastMultiHeadedAttention(MultiHeadedAttention):
         return fast.train(module.training)
 
     def extra_repr(self) -> str:
+        """The sizes that `print(model)` shows: h, d_k, d_v and whether Q, K, V are fused."""
         return f"h={self.h}, d_k={self.d_k}, d_v={self.d_v}, fused_qkv={self.fused_qkv}"
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -198,6 +199,7 @@ class LabelSmoothingFromLogits(LabelSmoothing):
         self.chunk = chunk
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        """The smoothed loss of `logits` (..., V) against `target` (...), over real tokens."""
         self._check_inputs(logits, target)
         other = self.smoothing / (self.size - 2) if self.smoothing > 0 else 0.0
         chunk = self.chunk or max(1, target.numel())

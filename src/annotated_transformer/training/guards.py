@@ -43,6 +43,7 @@ def try_lock(fd: int) -> bool:
 
 
 def in_use(run_dir: Path) -> RunInUse:
+    """The error for a run folder that another job holds, naming the pid in its lock file."""
     try:
         holder = (run_dir / LOCK).read_text(encoding="utf-8").strip() or "unknown"
     except (OSError, UnicodeDecodeError):
@@ -162,6 +163,7 @@ def not_finite(loss: float, grad_norm: float | None) -> str | None:
 
 
 def diverged(run_dir: Path, step: int, why: str) -> Diverged:
+    """The error for a run whose loss or weights stopped being finite at `step`."""
     found = list_checkpoints(run_dir)
     kept = f"the newest checkpoint kept, {found[-1].name}, is finite" if found else "none saved"
     return Diverged(
@@ -179,7 +181,7 @@ def json_line(record: dict) -> str:
     return json.dumps(record, allow_nan=False) + "\n"
 
 
-TORCHRUN = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 HOW = (f"run under torchrun, which sets {', '.join(TORCHRUN[:-1])} and {TORCHRUN[-1]}, or "
        f"unset them to train in one process")  # fmt: skip
 

@@ -50,8 +50,8 @@ def smoothed_targets(
         dtype: of the result (PyTorch's default float type when None).
 
     Returns:
-        q (..., V): 1 − ε at the target, 0 at padding_idx, ε / (V − 2) at every other class; all
-        zeros where the target is padding_idx.
+        The distribution q, (..., V), with 1 − ε at the target, 0 at padding_idx, ε / (V − 2)
+        at every other class; all zeros where the target is padding_idx.
     """
     _check_settings(size, padding_idx, smoothing)
     _check_target(target, size)
@@ -94,9 +94,11 @@ class LabelSmoothing(nn.Module):
         self.entropy = smoothing_entropy(size, smoothing)  # H(q) of each non-padding row
 
     def extra_repr(self) -> str:
+        """The settings that `print(criterion)` shows: size, padding_idx and smoothing."""
         return f"size={self.size}, padding_idx={self.padding_idx}, smoothing={self.smoothing}"
 
     def forward(self, log_probs: Tensor, target: Tensor) -> Tensor:
+        """The smoothed loss of `log_probs` (..., V) against `target` (...), over real tokens."""
         self._check_inputs(log_probs, target)
         acc = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
         pad = self.padding_idx

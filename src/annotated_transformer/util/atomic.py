@@ -212,6 +212,7 @@ def take_lock(path: Path, folder: Path) -> int:
 
 
 def in_use(folder: Path, path: Path) -> FolderInUse:
+    """The error for an output `folder` that another process is writing, naming its pid."""
     try:
         holder = path.read_text(encoding="utf-8").strip() or "unknown"
     except (OSError, UnicodeDecodeError):
