@@ -189,7 +189,7 @@ def test_evaluate_names_a_misaligned_newstest_file(text):
     translator = SimpleNamespace(config=SimpleNamespace(pair="en-de"))  # never asked to translate
     with pytest.raises(ValueError, match=r"newstest2014-filtered.en and .*newstest2014-filtered"
                        r".de are not aligned: one ends at line \d+"):  # fmt: skip
-        evaluate_newstest(translator, "newstest2014", text)
+        evaluate_newstest(translator, "newstest2014-filtered", text)
 
 
 # --- a results record and its reference file ------------------------------------------------
@@ -204,7 +204,7 @@ def record(text: Path, tmp_path: Path) -> Path:
     results = tmp_path / "results"
     results.mkdir()
     shutil.copyfile(reference, results / "newstest2014-x.de")
-    about = {"split": "newstest2014", "pair": "en-de", "command": "evaluate",
+    about = {"split": "newstest2014-filtered", "pair": "en-de", "command": "evaluate",
              "hypotheses": "newstest2014-x.de", "sacrebleu": {"score": 100.0},
              "references": {"file": reference.name, "sha256": sha256(reference)}}  # fmt: skip
     (results / "newstest2014-x.json").write_text(json.dumps(about), encoding="utf-8")

@@ -223,10 +223,11 @@ def test_the_paper_pipeline_runs_through_the_command_line(text: Path) -> None:
     done = cli("average", "run", "--out", "run/average.pt", cwd=work)
     assert done.returncode == 0 and "steps 2, 4, 6" in done.stdout, done.stderr
     evaluate = ("evaluate", "--checkpoint", "run/average.pt", "--data-dir", "text", "--split",
-                "newstest2014", "newstest2014-full", "--beam", "2", "--results", "res")  # fmt: skip
+                "newstest2014-filtered", "newstest2014-full", "--beam", "2", "--results",
+                "res")  # fmt: skip
     done = cli(*evaluate, cwd=work)
     assert done.returncode == 0, done.stderr
-    for split, count, reference in (("newstest2014", 40, "newstest2014-filtered.de"),
+    for split, count, reference in (("newstest2014-filtered", 40, "newstest2014-filtered.de"),
                                     ("newstest2014-full", 48, "newstest2014-full.de")):  # fmt: skip
         record = json.loads((work / "res" / f"{split}-avg3-beam2.json").read_text())
         assert record["sentences"] == count and record["pair"] == "en-de"

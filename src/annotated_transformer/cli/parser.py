@@ -235,9 +235,9 @@ def _add_evaluate(commands: Commands) -> None:
     )  # fmt: skip
     evaluate.add_argument(
         "--split", nargs="+", metavar="SPLIT", help="Multi30k: val, test2016, test2017, "
-        "test2018, mscoco, or all (default: test2016). WMT 2014: newstest2013, newstest2014 "
-        "(2,737 sentences, sacreBLEU's wmt14), newstest2014-full (3,003), or all (default: "
-        "newstest2014)",
+        "test2018, mscoco, or all (default: test2016). WMT 2014: newstest2013, newstest2014-full "
+        "(3,003 sentences, the form whose scores compare with the paper's), newstest2014-filtered "
+        "(2,737, sacreBLEU's wmt14), or all (default: newstest2014-full)",
     )  # fmt: skip
     evaluate.add_argument("--data-dir", help=DATA_HELP + "; for a WMT 2014 model, the folder "
                           "`download --dataset wmt14-en-de` wrote")  # fmt: skip

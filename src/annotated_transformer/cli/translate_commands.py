@@ -101,8 +101,16 @@ def _decoding_name(
     return f"beam search, {beam} beams, alpha {alpha}{lane}{rule}"
 
 
+BOTH_FORMS = (  # `--split newstest2014` names two test sets: the user says which
+    "--split newstest2014: there are two; say newstest2014-full (3,003 sentences, the form whose "
+    "scores compare with the paper's) or newstest2014-filtered (2,737, sacreBLEU's wmt14)"
+)
+
+
 def _splits(given: list[str], known: Sequence[str], wmt: Sequence[str] = ()) -> list[str]:
     """The splits `--split` names (each once), or a UsageError; `wmt`: WMT 2014's, also known."""
+    if "newstest2014" in given:
+        raise UsageError(BOTH_FORMS)
     if "all" in given:
         if len(given) > 1:
             raise UsageError(f"--split all stands alone: it means every split ({', '.join(known)})")
@@ -206,7 +214,7 @@ def _splits_of_the_run(given: list[str] | None, dataset: str) -> list[str]:
     from annotated_transformer.evaluation.scores import EVAL_SPLITS
 
     known = EVAL_SPLITS if dataset == "multi30k" else tuple(NEWSTEST)
-    given = given or ["test2016" if dataset == "multi30k" else "newstest2014"]
+    given = given or ["test2016" if dataset == "multi30k" else "newstest2014-full"]
     foreign = [split for split in given if split not in (*known, "all")]
     if foreign:
         raise UsageError(f"--split {foreign[0]}: not a split of {dataset}, the corpus this model "

@@ -51,8 +51,8 @@ def score_newstest(
 
 NEWSTEST = {  # what `evaluate --split` names: (the files `extract` writes, sacreBLEU's name)
     "newstest2013": ("newstest2013", "wmt13"),
-    "newstest2014": ("newstest2014-filtered", "wmt14"),  # 2,737 sentences, sacreBLEU's default
-    "newstest2014-full": ("newstest2014-full", "wmt14/full"),  # 3,003
+    "newstest2014-full": ("newstest2014-full", "wmt14/full"),  # 3,003: compares with the paper
+    "newstest2014-filtered": ("newstest2014-filtered", "wmt14"),  # 2,737, sacreBLEU's `-t wmt14`
 }
 
 
