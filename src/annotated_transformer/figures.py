@@ -11,6 +11,7 @@ drawn, so the package itself does not need them.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 FILLS = {"Attention": "#fbe3c2", "Add & Norm": "#f3f3b8", "Feed Forward": "#c9e8f5",
@@ -212,3 +213,71 @@ def table1_chart(d: int = 512, k: int = 3, r: int = 16) -> Any:  # -> altair.Lay
     return (lines + crossover).properties(
         width=560, height=320, title=f"Complexity per layer, d = {d} (Table 1, constants dropped)"
     )
+
+
+RUN_FOLDER = """\
+runs/NAME/
+├── config.json         the settings (TrainConfig)
+├── run.json            command, versions, device;
+│                       a WMT run's data folder
+├── src_vocab.json      the vocabularies
+├── tgt_vocab.json      (bpe.json: shared pieces)
+├── metrics.jsonl       a line per log window
+│                       and per validation
+├── checkpoint-STEP.pt  weights, optimizer,
+│                       schedule, random states
+└── train.lock          held by the job training
+"""
+
+
+def _stage(ax: Any, y: float, text: str, code: str, fill: str = "#d6e9f8") -> None:
+    """One stage of a run's life at height y: what happens, and the function that does it."""
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(FancyBboxPatch((0.7, y - 0.34), 4.4, 0.68, boxstyle="round,pad=0.04",
+                                fc=fill, ec="#333", lw=0.9, zorder=3))  # fmt: skip
+    ax.text(2.9, y + 0.13, text, ha="center", va="center", fontsize=10, zorder=4)
+    ax.text(2.9, y - 0.17, code, ha="center", va="center", fontsize=9, zorder=4,
+            family="monospace", color="#333")  # fmt: skip
+
+
+def _aside(ax: Any, y: float, text: str, color: str = RED) -> None:
+    """An arrow from the loop's right side at height y to what happens there, named."""
+    _line(ax, (5.1, y), (5.9, y), color=color, lw=1.4)
+    ax.text(6.0, y, text, ha="left", va="center", fontsize=8.5, color=color)
+
+
+def draw_run_life() -> None:
+    """A training run's life, as the trainer of "Engineering a training run" lives it (left), and
+    the folder it leaves (right): start or resume, epochs of steps, validate and save after each
+    epoch, and the three ways a run ends."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11.6, 4.6))
+    fig.subplots_adjust(0, 0, 1, 1)
+    ax.set(xlim=(0, 16.8), ylim=(0.45, 6.75))
+    ax.axis("off")
+    stages = [
+        (6.2, "start, or resume from the last checkpoint", "set_up"),
+        (5.0, "an epoch: its batches, shuffled by seed", "run_epoch, epoch_batches"),
+        (3.8, "a step: batch → loss → step → schedule", "take_step"),
+        (2.6, "after the epoch: validate, then save", "validate_run, save"),
+        (1.4, "the last epoch done: the run ends", "finish"),
+    ]
+    for y, text, code in stages:
+        _stage(ax, y, text, code, "#c8f0c8" if code == "finish" else "#d6e9f8")
+    for (y, *_), (below, *_) in pairwise(stages):
+        _line(ax, (2.9, y - 0.34), (2.9, below + 0.34))
+    _line(ax, (0.7, 3.6), (0.45, 3.6), (0.45, 4.55), (0.7, 4.55), lw=1.0)  # step after step
+    _line(ax, (0.7, 2.5), (0.2, 2.5), (0.2, 5.1), (0.7, 5.1), lw=1.0)  # the next epoch
+    ax.text(0.85, 4.5, "next batch", fontsize=8, va="center")
+    ax.text(0.3, 2.12, "next epoch", fontsize=8, va="top")
+    _aside(ax, 4.02, "every log_every steps: a line in metrics.jsonl", "#2c6e9b")
+    _aside(ax, 3.8, "Ctrl-C or SIGTERM (StopRequests): save, stop")
+    _aside(ax, 3.58, "a loss not finite (Diverged): stop, nothing saved")
+    _aside(ax, 2.6, "a weight not finite: stop, the last checkpoint kept")
+    ax.text(11.0, 6.55, RUN_FOLDER, ha="left", va="top", fontsize=8.2, family="monospace",
+            bbox={"boxstyle": "round,pad=0.4", "fc": "#f6f6f6", "ec": "#999"})  # fmt: skip
+    ax.text(11.0, 2.2, "one process, or one per GPU under\ntorchrun: the same life in each",
+            ha="left", va="top", fontsize=9, style="italic")  # fmt: skip
+    plt.show()
