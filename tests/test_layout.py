@@ -13,6 +13,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "annotated_transforme
 # Lowest first. A module may import its own layer and the layers before it, never a later one.
 LAYERS = ["util", "model", "data", "runs", "decoding", "evaluation", "training", "top"]
 MAX_FUNCTION_LINES = 60
+# Folders of the package split into a module per concern (issue 46): none of their modules, the
+# files of their subfolders included, is longer than MAX_MODULE_LINES.
+SPLIT_BY_CONCERN = ["training"]
+MAX_MODULE_LINES = 400
 
 
 def modules() -> dict[str, Path]:
@@ -125,6 +129,18 @@ def test_no_function_is_longer_than_60_lines() -> None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {lines} lines (line {node.lineno})")
+    assert not long, "\n".join(long)
+
+
+@pytest.mark.parametrize("folder", SPLIT_BY_CONCERN)
+def test_no_module_of_a_folder_split_by_concern_is_longer_than_400_lines(folder: str) -> None:
+    paths = sorted((PACKAGE / folder).rglob("*.py"))
+    assert paths, f"{folder}: no modules"
+    long = []
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(PACKAGE)}: {lines} lines")
     assert not long, "\n".join(long)
 
 
