@@ -49,6 +49,7 @@ from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.runs.presets import TrainConfig, preset
 from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
+from annotated_transformer.training.inputs import prepare_data
 from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import train_step
 from annotated_transformer.training.measure import (
@@ -57,7 +58,6 @@ from annotated_transformer.training.measure import (
     peak_step_memory,
     timed,
 )
-from annotated_transformer.training.run import prepare_data
 from annotated_transformer.training.schedule import make_optimizer
 from annotated_transformer.util.device import describe_device
 

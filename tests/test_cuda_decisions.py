@@ -18,7 +18,7 @@ from annotated_transformer.data.batch import Batch
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.profile import current_profile
-from annotated_transformer.training import distributed, loop, measure
+from annotated_transformer.training import distributed, loop, measure, run_state
 from annotated_transformer.training import run as training_run
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.device import describe_device
@@ -49,9 +49,9 @@ def small_batch(device: str | torch.device = "cpu") -> Batch:
 
 
 def test_autocast_is_bfloat16_on_cuda_only():
-    assert training_run.autocast_dtype(True, CUDA) is torch.bfloat16
-    assert training_run.autocast_dtype(True, CPU) is None  # a CPU ignores bf16
-    assert training_run.autocast_dtype(False, CUDA) is None
+    assert run_state.autocast_dtype(True, CUDA) is torch.bfloat16
+    assert run_state.autocast_dtype(True, CPU) is None  # a CPU ignores bf16
+    assert run_state.autocast_dtype(False, CUDA) is None
 
 
 def test_autocast_takes_the_device_type_of_the_batch(monkeypatch):
@@ -81,12 +81,12 @@ def test_the_cuda_random_generator_is_saved_and_restored(monkeypatch):
     get, put = Calls(lambda: torch.tensor([7], dtype=torch.uint8)), Calls()
     monkeypatch.setattr(torch.cuda, "get_rng_state", get)
     monkeypatch.setattr(torch.cuda, "set_rng_state", put)
-    state = training_run.rng_state(CUDA)
+    state = run_state.rng_state(CUDA)
     assert get == [(CUDA,)] and state["cuda"].tolist() == [7]
-    training_run.set_rng_state(state, CUDA)
+    run_state.set_rng_state(state, CUDA)
     assert len(put) == 1 and put[0][1] == CUDA
-    assert "cuda" not in training_run.rng_state(CPU)  # a CPU run saves no CUDA state
-    training_run.set_rng_state(training_run.rng_state(CPU), CPU)
+    assert "cuda" not in run_state.rng_state(CPU)  # a CPU run saves no CUDA state
+    run_state.set_rng_state(run_state.rng_state(CPU), CPU)
     assert len(get) == 1 and len(put) == 1
 
 

@@ -43,7 +43,8 @@ from annotated_transformer.runs.checkpoints import (
     save_checkpoint,
 )
 from annotated_transformer.runs.presets import PRESETS, TrainConfig, preset
-from annotated_transformer.training.run import prepare_data, train
+from annotated_transformer.training.inputs import prepare_data
+from annotated_transformer.training.run import train
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.atomic import atomic_write
 from annotated_transformer.util.settings import SettingError
@@ -679,7 +680,7 @@ def test_empty_lines_on_stdin_stay_empty(tiny_run, capsys, monkeypatch):
 
 
 def test_a_metrics_line_torn_by_a_kill_is_dropped_on_resume(tmp_path):
-    from annotated_transformer.training.run import MetricsLog
+    from annotated_transformer.training.run_folder import MetricsLog
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 5, "kind": "train"}\n{"step": 10, "kind": "train"}\n{"step": 1')

@@ -310,7 +310,7 @@ def test_compile_is_checked_before_any_file(capsys, monkeypatch, tmp_path):
 
 
 def test_sighup_is_caught_unless_nohup_ignores_it():
-    from annotated_transformer.training.run import StopRequests
+    from annotated_transformer.training.signals import StopRequests
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:

@@ -124,7 +124,7 @@ def test_each_process_gets_its_own_share_of_what_is_left_of_the_epoch(text: Path
 
     from annotated_transformer.data import shards
     from annotated_transformer.data.sampler import TokenBudgetBatchSampler
-    from annotated_transformer.training.run import epoch_batches
+    from annotated_transformer.training.epochs import epoch_batches
 
     folder = shards.prepare_shards(text, 300, 2, say=lambda message: None)
     _, pairs = shards.open_prepared(folder, ("en", "de"))

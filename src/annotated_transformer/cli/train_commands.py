@@ -80,7 +80,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.preset is None and not args.resume:
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
     from annotated_transformer.training.guards import holds_a_run, torchrun_environment
-    from annotated_transformer.training.run import check_run_folder, train
+    from annotated_transformer.training.run import train
+    from annotated_transformer.training.run_folder import check_run_folder
 
     if args.preset is None and not holds_a_run(Path(args.out)):
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "

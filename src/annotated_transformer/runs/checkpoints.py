@@ -23,12 +23,13 @@ import torch
 
 from annotated_transformer.util.atomic import atomic_write
 
-FORMAT = "annotated-transformer-checkpoint"
-NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
-REQUIRED = ("config", "src_vocab", "tgt_vocab", "model")
+FORMAT = "annotated-transformer-checkpoint"  # what a checkpoint says it is
+NAME = re.compile(r"^checkpoint-(\d+)\.pt$")  # a checkpoint's file name and its step
+REQUIRED = ("config", "src_vocab", "tgt_vocab", "model")  # the keys every checkpoint holds
 
 
 def checkpoint_path(run_dir: str | os.PathLike[str], step: int) -> Path:
+    """The file of the checkpoint at `step` in `run_dir`: checkpoint-00001234.pt."""
     return Path(run_dir) / f"checkpoint-{step:08d}.pt"
 
 
@@ -56,7 +57,7 @@ def prune_checkpoints(run_dir: str | os.PathLike[str], keep: int) -> list[Path]:
     return old
 
 
-SHIPPED = (
+SHIPPED = (  # what a shipped model folder is, when a run folder was expected
     "a model written by save-pretrained (it holds SHA256SUMS), not a run folder: give "
     "it to translate, evaluate, attention or export-onnx as --checkpoint"
 )

@@ -31,7 +31,7 @@ from annotated_transformer.util.settings import (
 COUNT = Setting(int, low=1)  # (every integer setting fits in 64 bits; a budget has a bound)
 DATASETS = ("multi30k", "wmt14-en-de")  # the corpora a run can name (`dataset`)
 PAIRS = ("de-en", "en-de")  # source-target: the directions a run can train (`pair`)
-LANGUAGE_NAMES = {"de": "German", "en": "English"}
+LANGUAGE_NAMES = {"de": "German", "en": "English"}  # a language code's name, for messages
 TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MODEL_SETTINGS)
     "dataset": Setting(str, choices=DATASETS), "pair": Setting(str, choices=PAIRS),
     "tokenizer": Setting(str, choices=("word", "bpe")),
@@ -51,7 +51,7 @@ TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MO
     "keep": COUNT, "average_last": COUNT, "loader_workers": Setting(int, low=0, high=256),
 }  # fmt: skip
 DEFAULT_MODEL = ModelConfig(max_len=256)  # the paper's base; max_len: the longest sentence
-MODEL_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig))
+MODEL_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig))  # the model's settings
 FROM_THE_DATA = ("src_vocab", "tgt_vocab")  # model settings a run reads off its vocabularies
 
 

@@ -7,8 +7,17 @@
 - `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
   bar; with those off, `simple_loop` ("The training loop").
 - `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
-- `run`: a whole training run on Multi30k, in a few named steps around one `Run`: resumable,
-  interruptible ("Engineering a training run").
+- The trainer, a module per section of "Engineering a training run":
+  - `run`: a whole training run on Multi30k (or WMT 2014), in a few named steps around one `Run`:
+    set up, epochs, the end; resumable, interruptible ("The trainer", "Setting up", "The end").
+  - `inputs`: what a run reads, the data of §5.1 ("What a run reads").
+  - `run_folder`: what a run writes beside its checkpoints, and the folders it refuses to write
+    into ("Safeguards: the run folder, signals, the log").
+  - `signals`: SIGINT, SIGTERM and SIGHUP save and stop a run (the same section).
+  - `run_state`: the `Run` every step reads and changes, its random states, its `Outcome` ("The
+    state of a run").
+  - `epochs`: a run's steps, metrics lines, validations and checkpoints ("One epoch", "Validating
+    and saving").
 - `guards`: one job per run folder, its history kept, divergence stopped, torchrun's variables
   and compile checked ("How the package is built: files, downloads and records").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").

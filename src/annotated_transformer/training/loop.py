@@ -65,6 +65,7 @@ class StepResult:
 
     @property
     def tokens_per_second(self) -> float:
+        """Target tokens processed per second of this step."""
         return self.ntokens / self.seconds if self.seconds > 0 else 0.0
 
 

@@ -3,31 +3,26 @@
 
 # From book/engineering.ipynb, "Engineering a training run" › "The trainer".
 """Train on Multi30k (or WMT 2014's shards), either direction: one process or many, checkpoints
-that resume exactly.
+that resume exactly (§5, "Training"; §5.2 trained on 8 GPUs, as `torchrun` runs it here).
 
 `train` is what
 `annotated-transformer train` runs; under `torchrun` every process runs it, and rank 0 writes.
-A run is a few named steps around one object, `Run`, which holds what the run built and where it
-stands: `set_up`, then `run_epoch` until the last step (each step logs, validates and saves when
-due), then `finish`.
+A run is a few named steps around one object, `Run` (`training.run_state`), which holds what the
+run built and where it stands: `set_up`, then `run_epoch` (`training.epochs`) until the last step
+(each step logs, validates and saves when due), then `finish`.
 
-A run folder holds `config.json`, `src_vocab.json` and `tgt_vocab.json` (and `bpe.json` when the
-run reads BPE pieces), `run.json` (the command, versions and device; a WMT run's data folder),
-`metrics.jsonl` (one JSON object per line), `checkpoint-STEP.pt` files and `train.lock`, which the
-job training there holds.
+From the chapter "Engineering a training run", sections "The trainer", "Setting up" and "The
+end". The rest of the trainer is a module per concern, one per section of the chapter: what a run
+reads (`training.inputs`), its folder (`training.run_folder`), the signals it answers
+(`training.signals`), the state of a run (`training.run_state`), and its epochs, validations and
+checkpoints (`training.epochs`).
 """
 
-import json
 import os
-import platform
 import signal
-import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,451 +30,37 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from annotated_transformer import __version__
-from annotated_transformer.data import multi30k
-from annotated_transformer.data.batch import Batch
-from annotated_transformer.data.bpe import FORMAT as BPE_FORMAT
-from annotated_transformer.data.bpe import BPETokenizer
-from annotated_transformer.data.corpus import (
-    EncodedSplit,
-    TokenizedSplit,
-    encode_split,
-    tokenize_split,
-)
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
-from annotated_transformer.data.vocab import FORMAT as VOCAB_FORMAT
-from annotated_transformer.data.vocab import PAD_ID, Tokenizer, Vocab
-from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.evaluation.scores import bleu
+from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.model.transformer import build_model
-from annotated_transformer.runs.checkpoints import (
-    NAME,
-    checkpoint_path,
-    list_checkpoints,
-    non_finite_weight,
-    prune_checkpoints,
-)
-from annotated_transformer.runs.presets import FROM_THE_DATA, LANGUAGE_NAMES, TrainConfig
+from annotated_transformer.runs.checkpoints import checkpoint_path, list_checkpoints
+from annotated_transformer.runs.presets import LANGUAGE_NAMES, TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
-from annotated_transformer.training.distributed import (
-    Processes,
-    any_process,
-    gather,
-    init_processes,
-)
+from annotated_transformer.training.distributed import Processes, gather, init_processes
 from annotated_transformer.training.distributed import shutdown as leave_processes
+from annotated_transformer.training.epochs import run_epoch, save, validate_run
 from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
-from annotated_transformer.training.guards import (
-    LOCK,
-    RunLock,
-    check_compile,
-    check_history,
-    check_not_in_use,
-    damage,
-    diverged,
-    json_line,
-    leave_the_terminal,
-    not_finite,
-    torchrun_environment,
+from annotated_transformer.training.guards import RunLock, check_compile, torchrun_environment
+from annotated_transformer.training.inputs import (
+    RunData,
+    check_dataset,
+    data_source,
+    prepare_data,
+    remember_data_dir,
 )
 from annotated_transformer.training.label_smoothing import LabelSmoothing
-from annotated_transformer.training.loop import (
-    StepResult,
-    TrainState,
-    evaluate,
-    groups_of,
-    train_step,
+from annotated_transformer.training.loop import TrainState
+from annotated_transformer.training.run_folder import (
+    MetricsLog,
+    check_run_folder,
+    check_writable,
+    write_run_files,
 )
+from annotated_transformer.training.run_state import Outcome, Run, autocast_dtype, set_rng_state
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
-from annotated_transformer.util.atomic import (
-    TEMPORARY,
-    WriteFailed,
-    atomic_write,
-    remove_temporaries,
-)
+from annotated_transformer.training.signals import StopRequests
+from annotated_transformer.util.atomic import remove_temporaries
 from annotated_transformer.util.device import describe_device
-
-
-@dataclass
-class RunData:
-    """What a run reads: vocabularies from the training split, and the encoded splits."""
-
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    train: EncodedSplit  # (WMT: the shard's pairs, `data.shards.PairsWithin`, read alike)
-    val: EncodedSplit
-    val_text: TokenizedSplit  # raw validation pairs, the references of the quick BLEU
-    notes: list[str]  # what was left out, for the log
-    tgt_tokenizer: Tokenizer | BPETokenizer  # its `detokenize` turns output tokens into text
-    bpe: BPETokenizer | None = None  # the shared tokenizer of a tokenizer="bpe" run
-
-
-def within_max_len(split: EncodedSplit, max_len: int) -> tuple[EncodedSplit, int]:
-    """The pairs whose source and target fit in `max_len` positions, and how many did not."""
-    keep = [i for i in range(len(split)) if max(len(split.src[i]), len(split.tgt[i])) <= max_len]
-    kept = EncodedSplit(split.name, [split.src[i] for i in keep], [split.tgt[i] for i in keep])
-    return kept, len(split) - len(keep)
-
-
-def prepare_data(
-    config: TrainConfig,
-    data_dir: str | os.PathLike[str] | None = None,
-    vocabs: tuple[Vocab, Vocab] | None = None,
-    bpe: BPETokenizer | None = None,
-    say: Callable[[str], None] = print,
-) -> RunData:
-    """Read, tokenize and encode train and validation; build the vocabularies from train only.
-
-    With `config.tokenizer == "bpe"`, one BPE tokenizer (given, or learned here from both sides
-    of train) reads both languages, and its vocabulary is the source's and the target's.
-    """
-    if config.dataset != "multi30k":
-        return prepare_wmt14(config, data_dir, bpe, say)
-    pairs = multi30k.read_split("train", data_dir, config.pair)  # (source, target) pairs
-    if config.tokenizer == "bpe":
-        if bpe is None:
-            texts = [side for pair in pairs if pair[0].strip() and pair[1].strip() for side in pair]
-            bpe = BPETokenizer.train(texts, config.vocab_size, config.min_freq)
-        src_tokenizer, tgt_tokenizer = bpe, bpe
-        vocabs = vocabs or (bpe.vocab, bpe.vocab)
-    else:
-        bpe, src_tokenizer, tgt_tokenizer = None, *map(Tokenizer, config.languages)
-    train = tokenize_split("train", pairs, src_tokenizer, tgt_tokenizer)
-    val_pairs = multi30k.read_split("val", data_dir, config.pair)
-    val = tokenize_split("val", val_pairs, src_tokenizer, tgt_tokenizer)
-    if vocabs is None:
-        vocabs = Vocab.build(train.src, config.min_freq), Vocab.build(train.tgt, config.min_freq)
-    src_vocab, tgt_vocab = vocabs
-    notes = [f"{s.skipped_empty} {s.name} pairs with an empty side left out"
-             for s in (train, val) if s.skipped_empty]  # fmt: skip
-    encoded, max_len = [], config.model.max_len
-    for split in (train, val):
-        kept, too_long = within_max_len(encode_split(split, src_vocab, tgt_vocab), max_len)
-        if too_long:
-            notes.append(f"{too_long} {split.name} pairs longer than max_len left out")
-        encoded.append(kept)
-    return RunData(src_vocab, tgt_vocab, encoded[0], encoded[1], val, notes, tgt_tokenizer, bpe)
-
-
-def prepare_wmt14(
-    config: TrainConfig,
-    data_dir: str | os.PathLike[str] | None,
-    bpe: BPETokenizer | None,
-    say: Callable[[str], None],
-) -> RunData:
-    """The data of a `dataset="wmt14-en-de"` run, in its direction: the shared BPE and the
-    training shard, memory-mapped, that `prepare_shards` wrote once for this text and
-    vocabulary (a single process writes them if they are missing); newstest2013 validates."""
-    from annotated_transformer.data import shards, wmt14
-
-    text = Path(data_dir) if data_dir is not None else wmt14.data_dir()
-    folder = shards.prepare_shards(text, config.vocab_size, config.min_freq, say)
-    tokenizer, pairs = shards.open_prepared(folder, config.languages, bpe)
-    train = shards.PairsWithin(pairs, config.model.max_len)
-    dev = shards.zip_aligned(*(text / f"newstest2013.{lang}" for lang in config.languages))
-    val = tokenize_split("val", list(dev), tokenizer, tokenizer)
-    vocab = tokenizer.vocab
-    encoded, too_long = within_max_len(encode_split(val, vocab, vocab), config.model.max_len)
-    counts = ((train.left_out, "train"), (too_long, "newstest2013"))
-    notes = [f"{n} {name} pairs longer than max_len left out" for n, name in counts if n]
-    if val.skipped_empty:
-        notes.append(f"{val.skipped_empty} newstest2013 pairs with an empty side left out")
-    return RunData(vocab, vocab, train, encoded, val, notes, tokenizer, tokenizer)
-
-
-def check_dataset(config: TrainConfig, data_dir: str | os.PathLike[str] | None) -> None:
-    """Before any file is written: a WMT run needs the text `download` wrote and, under torchrun
-    with many processes, the folder `annotated-transformer prepare` writes (they only read)."""
-    if config.dataset == "multi30k":
-        return
-    from annotated_transformer.data import shards, wmt14
-
-    text = Path(data_dir) if data_dir is not None else wmt14.data_dir()
-    folder = shards.shard_folder(text, config.vocab_size, config.min_freq)
-    if not shards.check_prepared(folder, text) and torchrun_environment()[1] > 1:
-        raise FileNotFoundError(
-            f"{folder}: missing; a job of many processes reads the BPE and shards prepared "
-            f"once before it: `annotated-transformer prepare --data-dir {text} --vocab-size "
-            f"{config.vocab_size} --min-freq {config.min_freq}`"
-        )
-
-
-def data_source(
-    config: TrainConfig, run_dir: Path, data_dir: str | os.PathLike[str] | None, resume: bool
-) -> str | os.PathLike[str] | None:
-    """The folder a run reads: `data_dir` if given; for a resumed WMT run, the one its run.json
-    remembers, refusing one that is gone; else None (the default folder)."""
-    if config.dataset == "multi30k" or data_dir is not None or not resume:
-        return data_dir
-    remembered = read_run_json(run_dir).get("data_dir")
-    if not isinstance(remembered, str):  # (a run of an earlier version: the default folder)
-        return None
-    if not Path(remembered).is_dir():
-        raise FileNotFoundError(
-            f"{run_dir / 'run.json'}: the run's data was read from {remembered}, which is not "
-            f"there any more (moved or deleted?): pass --data-dir with the folder where it is now"
-        )
-    return Path(remembered)
-
-
-def remember_data_dir(
-    run_dir: Path, config: TrainConfig, data_dir: str | os.PathLike[str] | None
-) -> None:
-    """Record in run.json the folder that a WMT run reads (as an absolute path)."""
-    if config.dataset == "multi30k":
-        return
-    from annotated_transformer.data import wmt14
-
-    folder = str(Path(data_dir if data_dir is not None else wmt14.data_dir()).resolve())
-    about = read_run_json(run_dir)
-    if about and about.get("data_dir") != folder:  # (no run.json: a run of an earlier version)
-        with atomic_write(run_dir / "run.json", "w") as file:
-            json.dump(about | {"data_dir": folder}, file, indent=2)
-
-
-def read_run_json(run_dir: Path) -> dict:
-    """What run.json holds, or {} if it is missing or not an object."""
-    try:
-        about = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return about if isinstance(about, dict) else {}
-
-
-HANGUP = getattr(signal, "SIGHUP", None)  # (Windows has none)
-
-
-class StopRequests:
-    """While in use, SIGINT, SIGTERM and SIGHUP are recorded, so that the loop can save and stop.
-
-    A second Ctrl-C stops at once, without saving. After SIGHUP, output meant for the closed
-    terminal goes nowhere; under `nohup` (SIGHUP ignored) the run goes on. Only the main thread
-    may set signal handlers; in another thread nothing is caught.
-    """
-
-    def __init__(self) -> None:
-        self.caught: list[int] = []  # the signals received, in order
-        self.previous: dict[int, object] = {}  # the handlers to put back
-
-    def __enter__(self) -> "StopRequests":
-        if threading.current_thread() is threading.main_thread():
-            hangup = HANGUP is not None and signal.getsignal(HANGUP) != signal.SIG_IGN  # (nohup)
-            stopping = [signal.SIGINT, signal.SIGTERM, *([HANGUP] if hangup else [])]
-            self.previous = {s: signal.signal(s, self.handle) for s in stopping}
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-
-    def handle(self, signum: int, frame: object) -> None:
-        if self.caught and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        if signum == HANGUP:
-            leave_the_terminal()
-        self.caught.append(signum)
-
-
-class MetricsLog:
-    """metrics.jsonl, kept by rank 0. A resumed run first drops lines past its checkpoint."""
-
-    def __init__(self, path: Path, after_step: int | None, enabled: bool) -> None:
-        self.path, self.enabled = path, enabled
-        if enabled and after_step is not None and path.exists():
-            kept = []
-            for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-                try:
-                    if json.loads(line)["step"] <= after_step:
-                        kept.append(line)
-                except (ValueError, KeyError):  # a line torn by a kill mid-write
-                    pass
-            with atomic_write(path, "w") as file:
-                file.writelines(kept)
-        elif enabled:
-            with atomic_write(path, "w"):
-                pass  # a new run starts with an empty log
-
-    def write(self, **record: object) -> None:
-        if self.enabled:
-            append_line(self.path, json_line(record))  # (NaN: null)
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append a line to a file, whole or not at all: if writing fails (a full disk), the file is
-    cut back to what it was, and `WriteFailed` names it."""
-    data = memoryview(line.encode("utf-8"))
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                while data:
-                    data = data[os.write(fd, data) :]
-            except OSError:
-                os.ftruncate(fd, size)
-                raise
-        finally:
-            os.close(fd)
-    except OSError as error:
-        raise WriteFailed(
-            f"cannot write {path}: {error.strerror or error}; its earlier lines are unchanged"
-        ) from error
-
-
-# What the trainer writes into a run folder, besides its checkpoints
-RUN_FILES = ("config.json", "src_vocab.json", "tgt_vocab.json", "bpe.json", "run.json",
-             "metrics.jsonl")  # fmt: skip
-
-
-def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) -> None:
-    """Refuse a `run_dir` that is a file, that another job holds (unless this one, `held`), whose
-    files the trainer would replace without having written them (it must be new or empty, or a
-    run folder whose `RUN_FILES` are the trainer's), or whose history `resume` does not fit."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
-    if not held:
-        check_not_in_use(run_dir)
-    present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
-    present = [name for name in present if name != LOCK and not TEMPORARY.match(name)]
-    named = [name for name in present if name in RUN_FILES or NAME.match(name)]
-    foreign = [name for name in named if name in RUN_FILES and not trainer_wrote(run_dir / name)]
-    if foreign and (resume or len(foreign) < len(named)):  # a run's own files, damaged
-        raise ValueError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: cut short "
-                         f"or hand-edited? Restore it, or move it away")  # fmt: skip
-    if foreign:
-        raise ValueError(
-            f"{run_dir} holds {', '.join(foreign)}, not written by the trainer (not in its "
-            f"format), which a run would replace: move them away, or choose another --out"
-        )
-    if present and not named:
-        listed = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
-        raise ValueError(
-            f"{run_dir} is not a run folder (no checkpoint, config.json or run.json of the "
-            f"trainer) and holds other files ({listed}): choose a new or empty folder for --out"
-        )
-    averages = [name for name in present if name.endswith(".pt") and name not in named]
-    check_history(run_dir, named + averages, resume)
-
-
-def trainer_wrote(path: Path) -> bool:
-    """Whether a file named as one of `RUN_FILES` holds what the trainer writes there."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.name == "metrics.jsonl":  # a record per line; the last may be torn by a kill
-            *lines, last = text.split("\n")
-            records = [json.loads(line) for line in lines]
-            torn = last == "" or last.startswith("{")
-            return torn and all(isinstance(r, dict) and {"step", "kind"} <= set(r) for r in records)
-        data = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    if not isinstance(data, dict):
-        return False
-    if path.name == "config.json":  # this version's settings, or 0.1.0's flat ones
-        return bool(data) and set(data) <= {"model", *TrainConfig().settings(), *FROM_THE_DATA}
-    if path.name == "run.json":
-        return {"command", "annotated_transformer"} <= set(data)
-    return data.get("format") == (BPE_FORMAT if path.name == "bpe.json" else VOCAB_FORMAT)
-
-
-def check_writable(run_dir: Path) -> None:
-    """Fail now, not after an hour of training, if `run_dir` cannot hold checkpoints."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=run_dir):
-            pass
-    except OSError as error:
-        raise OSError(
-            f"{run_dir}: cannot write the run there ({error.strerror or error}); "
-            f"choose another --out"
-        ) from None
-
-
-@dataclass
-class Outcome:
-    """How a run ended."""
-
-    step: int
-    checkpoint: Path | None
-    stopped_by: int | None  # the signal that stopped it early, if any
-    val_loss: float | None
-    val_bleu: float | None
-    model: torch.nn.Module  # the trained model (on this process's device)
-
-
-def validate(
-    model: torch.nn.Module, data: RunData, config: TrainConfig, criterion: torch.nn.Module
-) -> tuple[float, float, list[str]]:
-    """Validation loss per token, quick greedy BLEU on the first `bleu_sentences`, and outputs."""
-    sampler = TokenBudgetBatchSampler(
-        data.val.src_lengths, data.val.tgt_lengths, config.max_tokens, shuffle=False
-    )
-    loss = evaluate(model, (data.val.batch(b) for b in sampler), criterion)
-    n = min(config.bleu_sentences, len(data.val))
-    tokens = translate_ids(
-        model, data.val.src[:n], data.tgt_vocab, max_len=config.model.max_len,
-        max_tokens=config.max_tokens, beam_size=1,
-    )  # fmt: skip
-    hypotheses = [data.tgt_tokenizer.detokenize(t) for t in tokens]
-    references = [tgt for _, tgt in data.val_text.pairs[:n]]
-    return loss, bleu(hypotheses, references).score, hypotheses
-
-
-def rng_state(device: torch.device) -> dict:
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
-def autocast_dtype(bf16: bool, device: torch.device) -> torch.dtype | None:
-    """bfloat16 autocast if `bf16` and on CUDA; None (float32) on a CPU, which ignores `bf16`."""
-    return torch.bfloat16 if bf16 and device.type == "cuda" else None
-
-
-# From book/engineering.ipynb, "Engineering a training run" › "The state of a run".
-@dataclass
-class Run:
-    """A run in progress: what `set_up` built, and where training stands. The steps of the run
-    read and change this one object; nothing else carries state from one step to the next."""
-
-    # What the run built: fixed once it is set up
-    config: TrainConfig
-    run_dir: Path
-    procs: Processes
-    data: RunData
-    model: nn.Module  # the model itself, whose weights a checkpoint saves
-    net: nn.Module  # what trains: the model, compiled and in DistributedDataParallel if asked
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    criterion: nn.Module
-    sampler: TokenBudgetBatchSampler  # this process's share of each epoch's batches
-    metrics: MetricsLog
-    total: int  # the step at which the run stops
-    autocast: torch.dtype | None  # bfloat16 on CUDA with bf16=True; None: float32
-    # Where training stands: a checkpoint saves it, and a resumed run starts from it
-    state: TrainState = field(default_factory=TrainState)  # optimizer steps, tokens, ...
-    epoch: int = 0  # the epoch under way, counted from 0
-    epoch_step: int = 0  # optimizer steps taken in it
-    elapsed: float = 0.0  # training seconds of the processes before this one (resumed runs)
-    # This process's bookkeeping
-    started: float = field(default_factory=time.monotonic)
-    last_save: float = field(default_factory=time.monotonic)
-    window: list[StepResult] = field(default_factory=list)  # steps since the last metrics line
-    checkpoint: Path | None = None  # the newest checkpoint written
-    val_loss: float | None = None  # the latest validation (on rank 0; None on the others)
-    val_bleu: float | None = None
-
-    @property
-    def seconds(self) -> float:
-        """Seconds of training so far, those before a resume included."""
-        return self.elapsed + time.monotonic() - self.started
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Setting up".
@@ -526,6 +107,7 @@ def set_up(
     return run
 
 
+# what a checkpoint must hold for a run to resume from it
 RESUMABLE = ("optimizer", "scheduler", "train_state", "epoch", "epoch_step", "elapsed", "rng")
 
 
@@ -558,6 +140,7 @@ def _resume_from(run_dir: Path, config: TrainConfig, resume: bool) -> SavedRun |
 
 
 def report_data(data: RunData, config: TrainConfig, say: Callable[[str], None]) -> None:
+    """Say what data the run trains on: its notes, the vocabularies and the pairs."""
     for note in data.notes:
         say(f"data: {note}")
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
@@ -570,26 +153,6 @@ def report_data(data: RunData, config: TrainConfig, say: Callable[[str], None]) 
     say(
         f"data: {len(data.train):,} training and {len(data.val):,} validation pairs; {vocabularies}"
     )
-
-
-def write_run_files(run_dir: Path, config: TrainConfig, data: RunData, procs: Processes) -> None:
-    """config.json, the vocabularies (and bpe.json), and run.json: what ran, where, with what."""
-    with atomic_write(run_dir / "config.json", "w") as file:
-        json.dump(config.to_dict(), file, indent=2)
-    data.src_vocab.save(run_dir / "src_vocab.json")
-    data.tgt_vocab.save(run_dir / "tgt_vocab.json")
-    if data.bpe is not None:
-        data.bpe.save(run_dir / "bpe.json")
-    about = {
-        "command": sys.argv,
-        "annotated_transformer": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": describe_device(procs.device),
-        "processes": procs.world_size,
-    }
-    with atomic_write(run_dir / "run.json", "w") as file:
-        json.dump(about, file, indent=2)
 
 
 def build(config: TrainConfig, data: RunData, device: torch.device) -> tuple:
@@ -635,130 +198,6 @@ def wrap(model: nn.Module, config: TrainConfig, procs: Processes) -> nn.Module:
         device_ids = [procs.device] if procs.backend == "nccl" else None
         net = DistributedDataParallel(net, device_ids=device_ids)
     return net
-
-
-# From book/engineering.ipynb, "Engineering a training run" › "One epoch".
-def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
-    """Train on what is left of the current epoch, or up to the last step. After every step all
-    processes agree whether to save (a step or a time that is due, or a signal) and whether to
-    stop. Returns the signal that stopped the run, or None."""
-    for group in groups_of(epoch_batches(run), run.config.accumulate):  # this process's share
-        take_step(run, group, bar)
-        minutes_due = time.monotonic() - run.last_save >= 60 * run.config.save_minutes
-        stop, save_due = any_process([bool(stops.caught), minutes_due], run.procs)
-        if stop or save_due or run.state.step % run.config.save_every == 0:
-            save(run)
-        if stop:
-            return stops.caught[0] if stops.caught else signal.SIGTERM  # (another's signal)
-        if run.state.step >= run.total:
-            return None
-    run.epoch, run.epoch_step = run.epoch + 1, 0
-    return None
-
-
-def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
-    """One optimizer step on a group of micro-batches, then a metrics line and a validation
-    if they are due."""
-    result = train_step(
-        run.net, batches, run.criterion, run.optimizer, run.scheduler,
-        clip_norm=run.config.clip_norm, state=run.state, autocast=run.autocast,
-    )  # fmt: skip
-    run.epoch_step += 1
-    run.window.append(result)
-    bar.update()
-    why = not_finite(result.loss, result.grad_norm)  # diverged: log the step (as null) and stop
-    if why:
-        log_window(run, result.lr, bar)
-        raise diverged(run.run_dir, run.state.step, why)
-    if run.state.step % run.config.log_every == 0 or run.state.step == run.total:
-        log_window(run, result.lr, bar)
-    if run.state.step % run.config.eval_every == 0:
-        validate_run(run)
-
-
-def log_window(run: Run, lr: float, bar: tqdm) -> None:
-    """A metrics line for the steps since the last one: loss per target token, throughput."""
-    tokens = sum(r.ntokens for r in run.window)
-    loss = sum(r.loss * r.ntokens for r in run.window) / max(tokens, 1)
-    seconds = sum(r.seconds for r in run.window)
-    run.metrics.write(
-        step=run.state.step, kind="train", epoch=run.epoch + 1, loss=loss, lr=lr, tokens=tokens,
-        tokens_per_s=tokens / seconds if seconds else 0.0, elapsed_s=run.seconds,
-    )  # fmt: skip
-    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
-    run.window = []
-
-
-class Batches(torch.utils.data.Dataset):
-    """Micro-batches of a split by their lists of indices: `batches[k]` is the k-th, padded where
-    it is made (in a DataLoader worker, when there are workers)."""
-
-    def __init__(self, split: EncodedSplit, indices: list[list[int]]) -> None:
-        self.split, self.indices = split, indices
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, k: int) -> Batch:
-        return self.split.batch(self.indices[k])
-
-
-def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
-    """This process's micro-batches of what is left of the epoch, in the sampler's order, made by
-    `loader_workers` worker processes (0: by this process, when a step asks for them)."""
-    run.sampler.set_epoch(run.epoch)
-    left = list(run.sampler)[run.epoch_step * run.config.accumulate :]  # (a resumed epoch)
-    workers = run.config.loader_workers
-    return torch.utils.data.DataLoader(
-        Batches(run.data.train, left), batch_size=None, num_workers=workers,
-        worker_init_fn=ignore_stop_signals if workers else None,
-        generator=torch.Generator(),  # its seed for the workers: not drawn from the training's
-    )  # fmt: skip
-
-
-def ignore_stop_signals(worker: int) -> None:
-    """In a worker: leave Ctrl-C, SIGTERM and SIGHUP to the trainer, which saves, then ends the
-    workers (a signal to the whole process group would otherwise kill them mid-step)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, *([HANGUP] if HANGUP is not None else [])):
-        signal.signal(signum, signal.SIG_IGN)
-
-
-# From book/engineering.ipynb, "Engineering a training run" › "Validating and saving".
-def validate_run(run: Run) -> None:
-    """Validation, on rank 0 (the others wait for it at the next step's exchange)."""
-    if not run.procs.main:
-        run.val_loss, run.val_bleu = None, None
-        return
-    loss, score, outputs = validate(run.model, run.data, run.config, run.criterion)
-    run.net.train()
-    run.metrics.write(step=run.state.step, kind="val", loss=loss, bleu=score, example=outputs[0],
-                      elapsed_s=run.seconds)  # fmt: skip
-    run.val_loss, run.val_bleu = loss, score
-
-
-def save(run: Run) -> Path:
-    """A checkpoint of the run as it stands: rank 0 writes it, every process adds its random
-    state. Only the newest `keep` checkpoints are kept; weights that are not finite, never."""
-    bad = non_finite_weight(run.model.state_dict())  # (the same on every process)
-    if bad is not None:
-        raise diverged(run.run_dir, run.state.step, f"the weight {bad} holds NaN or inf")
-    rng = gather(rng_state(run.procs.device), run.procs)
-    path = checkpoint_path(run.run_dir, run.state.step)
-    if run.procs.main:
-        where = {
-            "optimizer": run.optimizer.state_dict(),
-            "scheduler": run.scheduler.state_dict(),
-            "train_state": asdict(run.state),
-            "epoch": run.epoch,
-            "epoch_step": run.epoch_step,
-            "elapsed": run.seconds,
-            "rng": rng,
-        }
-        data, weights = run.data, run.model.state_dict()
-        SavedRun(run.config, data.src_vocab, data.tgt_vocab, weights, data.bpe, where).save(path)
-        prune_checkpoints(run.run_dir, run.config.keep)
-    run.checkpoint, run.last_save = path, time.monotonic()
-    return path
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "The end".
