@@ -8,6 +8,7 @@
   bar; with those off, `simple_loop` ("The training loop").
 - `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
 - The trainer, a module per section of "Engineering a training run":
+
   - `run`: a whole training run on Multi30k (or WMT 2014), in a few named steps around one `Run`:
     set up, epochs, the end; resumable, interruptible ("The trainer", "Setting up", "The end").
   - `inputs`: what a run reads, the data of §5.1 ("What a run reads").
@@ -18,6 +19,7 @@
     state of a run").
   - `epochs`: a run's steps, metrics lines, validations and checkpoints ("One epoch", "Validating
     and saving").
+
 - `guards`: one job per run folder, its history kept, divergence stopped, torchrun's variables
   and compile checked ("How the package is built: files, downloads and records").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
