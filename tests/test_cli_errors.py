@@ -1,12 +1,18 @@
 """Every mistake a user can make with `annotated-transformer`: one clear line, never a traceback,
 the right exit status, and no file lost.
 
-`CASES` is one table of bad inputs. Each row runs through the installed command line, in a
-subprocess, in a scratch folder holding a copy of a tiny trained run (`run`, from
-tests/fixtures/checkpoint-0.1.0/word), and must end with exit status 2 (what was typed) or 1
-(what the files or the machine did), with exactly one line `annotated-transformer: error: ...`
-naming the problem, and with every file of the folder as it was (and no temporary file left).
-README's reliability table is generated from it (`reliability_table`).
+`CASES` is one table of bad inputs. Each row runs the command line in a scratch folder holding a
+copy of a tiny trained run (`run`, from tests/fixtures/checkpoint-0.1.0/word), and must end with
+exit status 2 (what was typed) or 1 (what the files or the machine did), with exactly one line
+`annotated-transformer: error: ...` naming the problem, and with every file of the folder as it
+was (and no temporary file left). README's reliability table is generated from it
+(`reliability_table`).
+
+Most rows run `cli.main` in this interpreter (`run_in_process`: its standard input a pipe, its
+output captured, the interpreter checked unchanged afterwards); a row that needs a process of its
+own (`Case.needs`: a closed or full standard stream, a failure injected by sitecustomize.py, a
+lock another process holds) runs `python -m annotated_transformer` as a subprocess (`run_case`).
+`IN_PROCESS_ROWS` and `SUBPROCESS_ROWS` count the two, so no row changes its way unnoticed.
 
 Then one test per class of error (`CLASSES`) goes further in the same process: each write site
 on a full disk, outputs checked before any work, files replaced only when this tool wrote them.
@@ -1555,6 +1561,67 @@ def test_most_rows_run_in_this_interpreter_and_the_rest_in_a_process_of_their_ow
     assert all(case.stdin is not None and not case.stdout for case in CASES if not case.needs())
     assert all(not (case.disk_full or case.inject or case.locked) for case in CASES
                if not case.needs())  # fmt: skip
+
+
+SAME_EITHER_WAY = ["unknown-option", "vocabulary-of-another-run", "stdin-not-utf8"]
+
+
+@pytest.mark.parametrize("name", SAME_EITHER_WAY)
+def test_a_row_gets_the_same_in_this_interpreter_as_in_a_process(
+    name, folder, full_disk, monkeypatch, capfd
+):
+    (case,) = [case for case in CASES if case.id == name]
+    if case.setup is not None:
+        case.setup(folder)
+    here = run_in_process(case, folder, monkeypatch, capfd)
+    there = run_case(case, folder, full_disk)
+    assert (here.returncode, here.stdout) == (there.returncode, there.stdout)
+    lines = [[line for line in result.stderr.decode().splitlines() if line.startswith(ERROR)]
+             for result in (here, there)]  # fmt: skip
+    assert lines[0] == lines[1] and len(lines[0]) == 1, lines
+
+
+def test_an_exception_that_escapes_main_fails_an_in_process_row(monkeypatch, capfd, tmp_path):
+    def main(argv):
+        raise RuntimeError("not caught by main")
+
+    monkeypatch.setattr(cli, "main", main)
+    case = Case("raises", OPTION, ("info",), 1, "no such line", "")
+    result = run_in_process(case, tmp_path, monkeypatch, capfd)
+    stderr = result.stderr.decode()
+    assert result.returncode == 1 and "Traceback (most recent call last)" in stderr
+    assert "RuntimeError: not caught by main" in stderr
+    with pytest.raises(AssertionError):
+        check_one_error_line(stderr, 1, "no such line")
+
+
+def test_warnings_show_and_changes_left_behind_fail_an_in_process_row(monkeypatch, capfd, tmp_path):
+    import signal
+    import warnings
+
+    def warns(argv):
+        warnings.warn("shown as Python shows it", UserWarning, stacklevel=1)
+        print(f"{ERROR} the one line", file=sys.stderr)
+        return 1
+
+    monkeypatch.setattr(cli, "main", warns)
+    case = Case("warns", OPTION, ("info",), 1, "the one line", "")
+    stderr = run_in_process(case, tmp_path, monkeypatch, capfd).stderr.decode()
+    assert "UserWarning: shown as Python shows it" in stderr  # as a subprocess's stderr holds it
+    with pytest.raises(AssertionError):
+        check_one_error_line(stderr, 1, "the one line")
+
+    def leaves_a_handler(argv):
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        return 1
+
+    previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "main", leaves_a_handler)
+    try:
+        with pytest.raises(AssertionError, match="signal handlers"):
+            run_in_process(case, tmp_path, monkeypatch, capfd)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_the_table_is_well_formed():
