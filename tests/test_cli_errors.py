@@ -1,12 +1,18 @@
 """Every mistake a user can make with `annotated-transformer`: one clear line, never a traceback,
 the right exit status, and no file lost.
 
-`CASES` is one table of bad inputs. Each row runs through the installed command line, in a
-subprocess, in a scratch folder holding a copy of a tiny trained run (`run`, from
-tests/fixtures/checkpoint-0.1.0/word), and must end with exit status 2 (what was typed) or 1
-(what the files or the machine did), with exactly one line `annotated-transformer: error: ...`
-naming the problem, and with every file of the folder as it was (and no temporary file left).
-README's reliability table is generated from it (`reliability_table`).
+`CASES` is one table of bad inputs. Each row runs the command line in a scratch folder holding a
+copy of a tiny trained run (`run`, from tests/fixtures/checkpoint-0.1.0/word), and must end with
+exit status 2 (what was typed) or 1 (what the files or the machine did), with exactly one line
+`annotated-transformer: error: ...` naming the problem, and with every file of the folder as it
+was (and no temporary file left). README's reliability table is generated from it
+(`reliability_table`).
+
+Most rows run `cli.main` in this interpreter (`run_in_process`: its standard input a pipe, its
+output captured, the interpreter checked unchanged afterwards); a row that needs a process of its
+own (`Case.needs`: a closed or full standard stream, a failure injected by sitecustomize.py, a
+lock another process holds) runs `python -m annotated_transformer` as a subprocess (`run_case`).
+`IN_PROCESS_ROWS` and `SUBPROCESS_ROWS` count the two, so no row changes its way unnoticed.
 
 Then one test per class of error (`CLASSES`) goes further in the same process: each write site
 on a full disk, outputs checked before any work, files replaced only when this tool wrote them.
@@ -32,6 +38,7 @@ from pathlib import Path
 
 import pytest
 
+import annotated_transformer
 from annotated_transformer import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +48,7 @@ README = ROOT / "README.md"
 TABLE_START = "<!-- reliability table: generated from tests/test_cli_errors.py -->"
 TABLE_END = "<!-- end of reliability table -->"
 ERROR = "annotated-transformer: error:"
+MAIN = Path(annotated_transformer.__file__).parent / "__main__.py"  # sys.argv[0] of `python -m`
 
 # --- the classes of bad input --------------------------------------------------------------------
 
@@ -229,12 +237,9 @@ def shipped_sums(text: str) -> Callable[[Path], None]:
 
 
 def ct2_folder(folder: Path) -> None:
-    """The shipped model exported for CTranslate2 (float32) into `folder`."""
-    from annotated_transformer.exports.ct2 import export_ct2
-    from annotated_transformer.translator import Translator
-
-    shipped = Translator.pretrained()
-    export_ct2(shipped.model, shipped.bpe, shipped.config, folder)
+    """The shipped model exported for CTranslate2 (float32) into `folder` (a copy of the one
+    export made per session)."""
+    shutil.copytree(ct2_export_of("float32"), folder)
 
 
 # Issue 44, a folder written whole: what its cases need
@@ -315,6 +320,19 @@ class Case:
     locked: str | None = None  # the folder whose train.lock the test holds while it runs
     stdout: str = ""  # "closed": standard output closed; "full": standard output is /dev/full
     shown: str = ""  # the example as the README shows it, where the real one is too long to read
+    process: str = ""  # why it runs in a process of its own, besides the reasons `needs` finds
+
+    def needs(self) -> str:
+        """Why this row runs as a subprocess ("": it runs in the test's own interpreter)."""
+        if self.process:
+            return self.process
+        if self.stdin is None or self.stdout:
+            return "a standard stream closed or /dev/full (the process's own descriptors)"
+        if self.disk_full or self.inject:
+            return "a failure injected by sitecustomize.py (FULL_DISK)"
+        if self.locked:
+            return "a lock held by another process"
+        return ""
 
     def example(self) -> str:
         if self.shown:
@@ -413,17 +431,14 @@ def export_of(command: str, name: str) -> Callable[[Path], None]:
 
         from annotated_transformer.translator import Translator
 
+        if command == "export-ct2":  # (the float32 export the other rows copy)
+            _EXPORTS.setdefault(command, ct2_export_of("float32"))
         if command not in _EXPORTS:
+            from annotated_transformer.exports.hf import export_hf
+
             out = Path(tempfile.mkdtemp(prefix="at-export-")) / command
             shipped = Translator.pretrained(device="cpu")
-            if command == "export-ct2":
-                from annotated_transformer.exports.ct2 import export_ct2
-
-                export_ct2(shipped.model, shipped.bpe, shipped.config, out)
-            else:
-                from annotated_transformer.exports.hf import export_hf
-
-                export_hf(shipped.model, shipped.bpe, out, card=None, origin=shipped.origin)
+            export_hf(shipped.model, shipped.bpe, out, card=None, origin=shipped.origin)
             _EXPORTS[command] = out
         shutil.copytree(_EXPORTS[command], folder / name)
 
@@ -1342,15 +1357,17 @@ def snapshot(folder: Path) -> dict[str, str]:
     }
 
 
-def environment(case: Case, full_disk: Path) -> dict[str, str]:
+def settings(case: Case, full_disk: Path) -> dict[str, str]:
+    """The environment variables a row sets: the data folder, its `env`, and its `inject` with
+    the sitecustomize.py that reads them (a subprocess's)."""
     from annotated_transformer.data import multi30k
 
     local = multi30k.local_dir()
-    env = dict(os.environ)
     # Data from the local copy; with none, a folder that is not there rather than a download.
-    env[multi30k.DATA_DIR_ENV] = str(local) if local else str(ROOT / "no-multi30k-here")
+    env = {multi30k.DATA_DIR_ENV: str(local) if local else str(ROOT / "no-multi30k-here")}
     if case.disk_full or case.inject:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(full_disk), env.get("PYTHONPATH")]))
+        path = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(full_disk), path]))
         env["FULL_DISK_FILE"] = case.disk_full or "no file"
     for setting in (*case.env, *case.inject):
         name, _, value = setting.partition("=")
@@ -1358,7 +1375,7 @@ def environment(case: Case, full_disk: Path) -> dict[str, str]:
     return env
 
 
-def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedProcess:
+def skip_where_it_cannot_run(case: Case) -> None:
     if case.needs_no_cuda:
         import torch
 
@@ -1368,17 +1385,121 @@ def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedP
         pytest.skip("the full disk is simulated through /proc/self/fd")
     if case.stdout == "full" and not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
+
+
+def run_case(case: Case, folder: Path, full_disk: Path) -> subprocess.CompletedProcess:
+    """`python -m annotated_transformer *argv` in a process of its own."""
+    skip_where_it_cannot_run(case)
     closed = [fd for fd, shut in ((0, case.stdin is None), (1, case.stdout == "closed")) if shut]
     with open(os.devnull if case.stdout != "full" else "/dev/full", "wb") as sink:
         result = subprocess.run(
             [sys.executable, "-m", "annotated_transformer", *case.argv],
-            cwd=folder, env=environment(case, full_disk), timeout=300, input=case.stdin,
-            stdout=sink if case.stdout else subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=folder, env={**os.environ, **settings(case, full_disk)}, timeout=300,
+            input=case.stdin, stdout=sink if case.stdout else subprocess.PIPE,
+            stderr=subprocess.PIPE,
             preexec_fn=(lambda: [os.close(fd) for fd in closed]) if closed else None,
         )  # fmt: skip
     if result.stdout is None:
         result.stdout = b""
     return result
+
+
+# Python's own warning filters (no -W, no PYTHONWARNINGS): what a fresh interpreter shows.
+PYTHON_WARNINGS = (("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, ""),
+                   ("ignore", PendingDeprecationWarning, ""), ("ignore", ImportWarning, ""),
+                   ("ignore", ResourceWarning, ""))  # fmt: skip
+
+
+@contextlib.contextmanager
+def as_a_fresh_interpreter() -> Iterator[None]:
+    """Warnings and log records on standard error, as `python -m` shows them (pytest would
+    record them instead, and a row would pass here that fails as a command)."""
+    import logging
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for action, category, module in PYTHON_WARNINGS:
+            warnings.filterwarnings(action, category=category, module=module, append=True)
+        warnings.showwarning = show
+        root.handlers, root.level = [], logging.WARNING  # logging.lastResort: standard error
+        try:
+            yield
+        finally:
+            root.handlers, root.level = handlers, level
+
+
+def process_state() -> dict[str, object]:
+    """What a command could change in the interpreter that runs it and leave changed."""
+    import signal
+    import threading
+
+    import torch
+
+    stopping = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM))
+    return {
+        "cwd": os.getcwd(), "environ": dict(os.environ), "argv": list(sys.argv),
+        "streams": (sys.stdin, sys.stdout, sys.stderr),
+        "signal handlers": {signum: signal.getsignal(signum) for signum in stopping},
+        "threads": sorted(thread.name for thread in threading.enumerate()
+                          if thread.name != "tqdm_monitor"),  # (tqdm's one, for the process)
+        "torch threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(),
+        "dtype": torch.get_default_dtype(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "descriptors": len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else 0,
+    }  # fmt: skip
+
+
+def run_in_process(
+    case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> subprocess.CompletedProcess:
+    """`annotated-transformer *argv` in this interpreter, as `python -m annotated_transformer`
+    runs it: in `folder`, with the row's environment, its standard input from a pipe, standard
+    output and error captured (descriptors 1 and 2 too); an exception that escapes `main` is a
+    traceback and exit status 1, as Python's. Whatever it leaves changed fails the row."""
+    import threading
+    import traceback
+
+    skip_where_it_cannot_run(case)
+    assert case.stdin is not None and len(case.stdin) < 65536, "(a pipe's buffer holds it)"
+    before = process_state()
+    read, written = os.pipe()
+    os.write(written, case.stdin)
+    os.close(written)
+    stdin = open(read, encoding="utf-8")  # (as Python opens descriptor 0)
+    capfd.readouterr()
+    try:
+        with monkeypatch.context() as patch, as_a_fresh_interpreter():
+            patch.chdir(folder)
+            for name, value in settings(case, Path("no sitecustomize")).items():
+                patch.setenv(name, value)
+            patch.setattr(sys, "stdin", stdin)
+            patch.setattr(sys, "argv", [str(MAIN), *case.argv])
+            try:
+                status = cli.main(list(case.argv))
+            except SystemExit as exit:  # (argparse)
+                status = exit.code
+            except Exception:
+                traceback.print_exc()
+                status = 1
+            if status is not None and not isinstance(status, int):  # as sys.exit(main()) does
+                print(status, file=sys.stderr)
+                status = 1
+        for thread in threading.enumerate():  # translate's reader of standard input
+            if thread.name == "stdin":
+                thread.join(timeout=30)
+    finally:
+        stdin.close()
+    out, err = capfd.readouterr()
+    after = process_state()
+    assert after == before, {key: (before[key], after[key]) for key in before
+                             if after[key] != before[key]}  # fmt: skip
+    return subprocess.CompletedProcess(case.argv, status or 0, out.encode(), err.encode())
 
 
 @contextlib.contextmanager
@@ -1409,12 +1530,15 @@ def check_one_error_line(stderr: str, status: int, message: str, logs: bool = Fa
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk):
+def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, monkeypatch, capfd):
     if case.setup is not None:
         case.setup(folder)
     with holding(folder / case.locked) if case.locked else contextlib.nullcontext():
         before = snapshot(folder)
-        result = run_case(case, folder, full_disk)
+        if case.needs():
+            result = run_case(case, folder, full_disk)
+        else:
+            result = run_in_process(case, folder, monkeypatch, capfd)
     stdout, stderr = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == case.status, stderr
     check_one_error_line(stderr, case.status, case.message, logs=case.kind == DIVERGED)
@@ -1422,6 +1546,86 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk):
     after = snapshot(folder)
     assert {name: after.get(name) for name in before} == before  # every file as it was
     assert not [name for name in after if name.endswith(".tmp")]  # no temporary file left
+
+
+# The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
+# added, or changed so that it needs a process of its own (or no longer does), changes these.
+IN_PROCESS_ROWS = 180
+SUBPROCESS_ROWS = {
+    "a standard stream closed or /dev/full (the process's own descriptors)": 5,
+    "a failure injected by sitecustomize.py (FULL_DISK)": 5,
+    "a lock held by another process": 4,
+}
+
+
+def test_most_rows_run_in_this_interpreter_and_the_rest_in_a_process_of_their_own():
+    reasons = [case.needs() for case in CASES]
+    assert reasons.count("") == IN_PROCESS_ROWS
+    assert {why: reasons.count(why) for why in set(reasons) - {""}} == SUBPROCESS_ROWS
+    assert all(case.stdin is not None and not case.stdout for case in CASES if not case.needs())
+    assert all(not (case.disk_full or case.inject or case.locked) for case in CASES
+               if not case.needs())  # fmt: skip
+
+
+SAME_EITHER_WAY = ["unknown-option", "vocabulary-of-another-run", "stdin-not-utf8"]
+
+
+@pytest.mark.parametrize("name", SAME_EITHER_WAY)
+def test_a_row_gets_the_same_in_this_interpreter_as_in_a_process(
+    name, folder, full_disk, monkeypatch, capfd
+):
+    (case,) = [case for case in CASES if case.id == name]
+    if case.setup is not None:
+        case.setup(folder)
+    here = run_in_process(case, folder, monkeypatch, capfd)
+    there = run_case(case, folder, full_disk)
+    assert (here.returncode, here.stdout) == (there.returncode, there.stdout)
+    lines = [[line for line in result.stderr.decode().splitlines() if line.startswith(ERROR)]
+             for result in (here, there)]  # fmt: skip
+    assert lines[0] == lines[1] and len(lines[0]) == 1, lines
+
+
+def test_an_exception_that_escapes_main_fails_an_in_process_row(monkeypatch, capfd, tmp_path):
+    def main(argv):
+        raise RuntimeError("not caught by main")
+
+    monkeypatch.setattr(cli, "main", main)
+    case = Case("raises", OPTION, ("info",), 1, "no such line", "")
+    result = run_in_process(case, tmp_path, monkeypatch, capfd)
+    stderr = result.stderr.decode()
+    assert result.returncode == 1 and "Traceback (most recent call last)" in stderr
+    assert "RuntimeError: not caught by main" in stderr
+    with pytest.raises(AssertionError):
+        check_one_error_line(stderr, 1, "no such line")
+
+
+def test_warnings_show_and_changes_left_behind_fail_an_in_process_row(monkeypatch, capfd, tmp_path):
+    import signal
+    import warnings
+
+    def warns(argv):
+        warnings.warn("shown as Python shows it", UserWarning, stacklevel=1)
+        print(f"{ERROR} the one line", file=sys.stderr)
+        return 1
+
+    monkeypatch.setattr(cli, "main", warns)
+    case = Case("warns", OPTION, ("info",), 1, "the one line", "")
+    stderr = run_in_process(case, tmp_path, monkeypatch, capfd).stderr.decode()
+    assert "UserWarning: shown as Python shows it" in stderr  # as a subprocess's stderr holds it
+    with pytest.raises(AssertionError):
+        check_one_error_line(stderr, 1, "the one line")
+
+    def leaves_a_handler(argv):
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        return 1
+
+    previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "main", leaves_a_handler)
+    try:
+        with pytest.raises(AssertionError, match="signal handlers"):
+            run_in_process(case, tmp_path, monkeypatch, capfd)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_the_table_is_well_formed():
