@@ -93,6 +93,20 @@ def test_every_command_and_option_is_on_the_command_line_page() -> None:
     assert not absent, "missing from the command line's page:\n" + "\n".join(absent)
 
 
+def test_every_option_says_what_it_does() -> None:
+    """Every option and argument of every command has a help text (the page shows nothing else
+    for it but its name and choices)."""
+    silent = [
+        f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
+        for parser in parsers(build_parser())
+        for action in parser._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and not isinstance(action, argparse._VersionAction)
+        and not action.help
+    ]
+    assert not silent, "options without a help text:\n" + "\n".join(silent)
+
+
 def test_the_reference_part_is_last_in_the_table_of_contents() -> None:
     toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
     part = toc[toc.index(reference.TOC_MARK) :]

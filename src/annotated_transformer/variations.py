@@ -273,7 +273,7 @@ def add_grid_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", default="runs/variations", help="run folders (checkpoints)")
     parser.add_argument("--results", help="records (default: results/variations-PROFILE-DEVICE)")
     parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--device", choices=["cpu", "cuda"])
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda if available")
     parser.add_argument("--jobs", type=int, default=1, help="variations trained at once (CPU)")
 
 

@@ -159,7 +159,11 @@ def _add_train(commands: Commands) -> None:
         "on each (NCCL on GPUs, gloo on CPUs; rank 0 writes the run folder, which every machine "
         "must see, e.g. on a shared disk).",
     )
-    train.add_argument("--preset", choices=PRESET_NAMES)
+    train.add_argument(
+        "--preset", choices=PRESET_NAMES, help="the settings to start from (chapter \"Engineering "
+        "a training run\"): tiny for tests, small for two CPU cores, release for the shipped "
+        "model, base and big as Table 3, wmt14-base and wmt14-big as the paper trained",
+    )  # fmt: skip
     train.add_argument("--out", required=True, help="run folder: config, vocabularies, metrics, "
                        "checkpoints; new, empty, or a run folder of the trainer's")  # fmt: skip
     train.add_argument("--data-dir", help=DATA_HELP + "; for a WMT 2014 preset, the folder "
@@ -178,7 +182,8 @@ def _add_train(commands: Commands) -> None:
         "language; bpe: one BPE vocabulary for both, all embeddings tied (§3.4, §5.1; set "
         "share_embeddings=false to untie). Default: the preset's",
     )  # fmt: skip
-    train.add_argument("--seed", type=int)
+    train.add_argument("--seed", type=int, help="seeds the initial weights, the batches' order "
+                       "and dropout (default: the preset's, 0)")  # fmt: skip
     train.add_argument(
         "--workers", type=int, help="DataLoader worker processes that read and pad the next "
         "batches while a step trains (setting loader_workers; 0: the trainer itself). Default: "
@@ -343,7 +348,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     """The options of every command that loads a trained model and translates with it."""
     parser.add_argument("--checkpoint", help="a checkpoint, or a run folder (default: the model "
                         "that ships with the package)")  # fmt: skip
-    parser.add_argument("--device", choices=["cpu", "cuda"])
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda if available")
     parser.add_argument(
         "--beam", type=_count(" (1 is greedy decoding)"), default=4,
         help="beam size; 1 is greedy decoding (default: 4, §6.1)",
