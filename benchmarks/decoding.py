@@ -205,6 +205,11 @@ def _ours(translator: Translator, folder: Path, threads: int) -> Engine:
     return lambda german, beam: translator.translate(german, beam_size=beam, alpha=0.6)
 
 
+def _ours_int8(translator: Translator, folder: Path, threads: int) -> Engine:
+    """Ours with int8 linear layers (`Translator.quantized`: PyTorch's dynamic quantization)."""
+    return _ours(translator.quantized("int8"), folder, threads)
+
+
 def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]:
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
         from annotated_transformer.exports.ct2 import CT2Translator
@@ -272,6 +277,7 @@ THEIRS = "its own length penalty, log P / length^0.6; its length limit"
 # name, the package it needs (None: ours), how to make it, how it ranks and stops
 ENGINES = (
     ("ours", None, _ours, OURS),
+    ("ours int8", None, _ours_int8, OURS),
     ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32"), OURS),
     ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8"), OURS),
     ("CTranslate2 float32 native", "ctranslate2", _ctranslate2_native("float32"), THEIRS),
@@ -325,6 +331,9 @@ def _ratios(timings: Timings) -> dict[str, float]:
         / speed("beam 4, uncached"),
         "streamed / whole, greedy": speed("greedy text, streamed") / speed("greedy text, whole"),
     }
+    for how in ("greedy", "beam 4"):
+        if f"ours int8, {how}" in timings.results:
+            ratios[f"ours int8 / ours, {how}"] = speed(f"ours int8, {how}") / speed(f"ours, {how}")
     for other in ("CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
                   "CTranslate2 int8 native", "transformers"):  # fmt: skip
         for how in ("greedy", "beam 4"):

@@ -281,7 +281,7 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
     assert decoding_benchmark.main(args) == 0
     record = json.loads(out.read_text())
     engines = ["ours", "CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
-               "CTranslate2 int8 native", "transformers"]  # fmt: skip
+               "CTranslate2 int8 native", "transformers", "ours int8"]  # fmt: skip
     rows = {f"{name}, {how}" for name in engines for how in ("greedy", "beam 4")}
     assert rows <= set(record["results"])
     assert all(record["results"][row]["sentences"] == 6 for row in rows)
@@ -291,8 +291,9 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
         record["results"][f"CTranslate2 float32, {how}"]["bleu"] for how in ("greedy", "beam 4")
     ]
     assert float32 == [record["results"][f"ours, {how}"]["bleu"] for how in ("greedy", "beam 4")]
-    others = [f"ours / {name}, {how}" for name in engines[1:] for how in ("greedy", "beam 4")]
+    others = [f"ours / {name}, {how}" for name in engines[1:-1] for how in ("greedy", "beam 4")]
     assert set(others) <= set(record["ratios"])
+    assert {"ours int8 / ours, greedy", "ours int8 / ours, beam 4"} <= set(record["ratios"])
 
 
 def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):

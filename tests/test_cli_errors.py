@@ -759,8 +759,8 @@ CASES = [
          2, "argument --quantization: invalid choice: 'int4'", "exit 2, names the choices"),
     # Issue 33, decoding with int8 weights
     Case("translate-quantize-word-run", RUN_FILES,
-         ("translate", "--checkpoint", "run", "--quantize", "int8", "Hallo"), 1,
-         "--quantize needs a run with the shared BPE vocabulary", "exit 1",
+         ("translate", "--checkpoint", "run", "--quantize", "ct2-int8", "Hallo"), 1,
+         "--quantize ct2-int8 needs a run with the shared BPE vocabulary", "exit 1",
          note="run: a run with word vocabularies"),
     Case("translate-quantize-an-export", VALUE,
          ("translate", "--checkpoint", "ct2", "--quantize", "int8", "Hallo"), 2,

@@ -11,7 +11,10 @@ The checkpoint is read by
 decoding and beam search) are in `annotated_transformer.decoding.search` ("Fast decoding").
 """
 
+import copy
+import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -140,6 +143,23 @@ class Translator:
         translate = lambda batch: self.translate(batch, **decoding)  # noqa: E731
         return translate_in_chunks(translate, sentences, chunk)
 
+    def quantized(self, dtype: str = "int8") -> "Translator":
+        """A copy of this translator whose linear layers hold int8 weights (PyTorch's dynamic
+        quantization, on the CPU); this one is unchanged. Its translations differ from float32's
+        on some sentences: their BLEU is recorded beside float32's (chapter "Serving the model")."""
+        if dtype != "int8":
+            raise ValueError(f"quantized: expected dtype 'int8', got {dtype!r}")
+        device = next(self.model.parameters()).device
+        if device.type != "cpu":
+            raise ValueError(f"int8 of our own runs on the CPU; this model is on {device}")
+        with warnings.catch_warnings():  # torch.ao.quantization announces its successor, torchao
+            warnings.simplefilter("ignore")
+            per_row = {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+            model = torch.ao.quantization.quantize_dynamic(
+                copy.deepcopy(self.model), per_row, dtype=torch.qint8
+            )
+        return dataclasses.replace(self, model=model, origin={**self.origin, "quantized": dtype})
+
 
 def refuse_one_string(sentences: Sequence[str]) -> None:
     """A TypeError for a string where a list of sentences belongs (it would be read as one
@@ -167,3 +187,10 @@ def translate_in_chunks(
         outputs = translate([lines[i] for i in filled]) if filled else []
         done = dict(zip(filled, outputs, strict=True))
         yield from (done.get(i, "") for i in range(len(lines)))
+
+
+def refuse_quantized(model: nn.Module, what: str) -> None:
+    """A ValueError for a model with quantized layers, which `what` cannot write."""
+    if any(type(module).__module__.startswith("torch.ao.") for module in model.modules()):
+        raise ValueError(f"{what}: this model is quantized; export the float32 model (an export "
+                         f"quantizes itself, e.g. export-ct2 --quantization int8)")  # fmt: skip

@@ -95,19 +95,25 @@ def _check_ct2_search(args: argparse.Namespace, why: str) -> None:
 
 
 def _quantized(translator: Any, args: argparse.Namespace) -> Any:
-    """`translate --quantize int8`: the model converted to CTranslate2's int8 in memory."""
+    """`--quantize int8`: our own int8 (`Translator.quantized`, PyTorch's dynamic quantization);
+    `--quantize ct2-int8`: the model converted to CTranslate2's int8 in memory."""
     from annotated_transformer.exports.ct2 import CT2Translator
 
     if isinstance(translator, CT2Translator):
         raise UsageError(f"--quantize {args.quantize}: {args.checkpoint} is a CTranslate2 export "
                          f"already ({translator.origin['quantization']}); write another with "
-                         f"export-ct2 --quantization {args.quantize}")  # fmt: skip
+                         f"export-ct2 --quantization int8")  # fmt: skip
+    if args.quantize == "int8":
+        if next(translator.model.parameters()).device.type != "cpu":
+            raise UsageError("--quantize int8 runs on the CPU: give --device cpu (on a GPU, "
+                             "--quantize ct2-int8 decodes with CTranslate2's int8)")  # fmt: skip
+        return translator.quantized("int8")
     _check_ct2_search(args, f"--quantize {args.quantize} decodes with CTranslate2")
     _needs(f"translate --quantize {args.quantize}", ("ctranslate2",), "serve")
     if translator.bpe is None:
-        raise ValueError(f"{args.checkpoint}: --quantize needs a run with the shared BPE "
+        raise ValueError(f"{args.checkpoint}: --quantize ct2-int8 needs a run with the shared BPE "
                          f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
-    return CT2Translator.converted(translator, args.quantize)
+    return CT2Translator.converted(translator, "int8")
 
 
 def _ct2_export(path: str) -> bool:

@@ -225,11 +225,7 @@ def _add_translate(commands: Commands) -> None:
         help="standard input is read, translated and written this many lines at a time at most, "
         f"so memory stays bounded and each translation is written soon (default: {CHUNK_LINES})",
     )  # fmt: skip
-    translate.add_argument(
-        "--quantize", choices=["int8"],
-        help="decode with 8-bit weights: the model converted to CTranslate2's int8 in memory "
-        "(needs the [serve] extra; faster, a little less exact; see the chapter Serving)",
-    )  # fmt: skip
+    _quantize_option(translate)
     translate.set_defaults(run=cmd_translate)
 
 
@@ -260,6 +256,7 @@ def _add_evaluate(commands: Commands) -> None:
                           "avg5-beam4-keepgreedy with --keep-greedy, avg5-beam4-t2t with "
                           "--search t2t)")  # fmt: skip
     _model_options(evaluate)
+    _quantize_option(evaluate)
     evaluate.set_defaults(run=cmd_evaluate)
 
 
@@ -342,6 +339,15 @@ def _add_grid(commands: Commands) -> None:
     )
     variations.add_grid_options(grid)
     grid.set_defaults(run=cmd_grid)
+
+
+def _quantize_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quantize", choices=["int8", "ct2-int8"],
+        help="decode with 8-bit weights: int8, our own (PyTorch's dynamic quantization of the "
+        "linear layers, on the CPU); ct2-int8, the model converted to CTranslate2's int8 in "
+        "memory (needs the [serve] extra). A little less exact; see the chapter Serving",
+    )  # fmt: skip
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:

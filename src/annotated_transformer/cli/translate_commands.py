@@ -186,6 +186,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_checkpoint(args.checkpoint, "evaluate")
     _check_device(args.device)
     translator = _translator(args)
+    translator = _quantized(translator, args) if args.quantize else translator
     splits, wmt = _splits_of_the_run(args.split, translator.config.dataset), None
     if translator.config.dataset != "multi30k":
         wmt = _newstest_folder(args, splits, translator.config.pair)
@@ -196,6 +197,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "greedy" if args.beam == 1 else f"beam{args.beam}",
         *(["keepgreedy"] if args.keep_greedy and args.beam > 1 else []),
         *(["t2t"] if args.search == "t2t" and args.beam > 1 else []),
+        *([args.quantize] if args.quantize else []),
     ])  # fmt: skip
     for split in splits:  # (the tag is known now: the checkpoint says if it is an average)
         if args.results:
@@ -274,6 +276,7 @@ def _evaluate_split(
                 "keep_greedy": args.keep_greedy and args.beam > 1,
                 "search": args.search if args.beam > 1 else None,
                 "max_output_tokens": "source tokens + 50 (§6.1)",
+                **({"quantize": args.quantize} if args.quantize else {}),
             },
             device=describe_device(next(translator.model.parameters()).device),
             data_dir=args.data_dir if wmt is None else wmt,

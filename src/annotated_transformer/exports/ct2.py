@@ -30,7 +30,7 @@ from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.decoding.search import length_penalty
 from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.runs.presets import TrainConfig
-from annotated_transformer.translator import Translator, refuse_one_string
+from annotated_transformer.translator import Translator, refuse_one_string, refuse_quantized
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
@@ -144,6 +144,7 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got "
                          f"{quantization!r}")  # fmt: skip
+    refuse_quantized(model, "export-ct2")
     folder = Path(folder)
     with atomic.writing(folder):  # one writer at a time, from the check to the last rename
         check_replaceable(folder)

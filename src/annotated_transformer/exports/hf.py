@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPACES, ZERO_WIDTH
+from annotated_transformer.translator import refuse_quantized
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
@@ -162,6 +163,7 @@ def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str
     returns our record of the export."""
     from transformers import MarianMTModel
 
+    refuse_quantized(model, "export-hf")
     folder = Path(folder)
     with atomic.writing(folder):  # one writer at a time, from the check to the last rename
         check_replaceable(folder)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.model.masks import subsequent_mask
+from annotated_transformer.translator import refuse_quantized
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
 
@@ -136,6 +137,7 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
     """Write `model` (an `EncoderDecoder` with one shared BPE vocabulary, its weights rounded to
     float16) and `bpe` into `folder` as the four FILES; returns export.json's settings (with
     `pair`, the direction: source-target)."""
+    refuse_quantized(model, "export-onnx")
     folder = Path(folder)
     with atomic.writing(folder):  # one writer at a time, from the check to the last rename
         check_replaceable(folder)
