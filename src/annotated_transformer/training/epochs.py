@@ -33,7 +33,7 @@ from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.training.distributed import any_process, gather
 from annotated_transformer.training.guards import diverged, not_finite
 from annotated_transformer.training.inputs import RunData
-from annotated_transformer.training.loop import evaluate, groups_of, train_step
+from annotated_transformer.training.loop import evaluate, groups_of, read_all, train_step
 from annotated_transformer.training.run_state import Run, rng_state
 from annotated_transformer.training.signals import StopRequests, ignore_stop_signals
 
@@ -77,7 +77,7 @@ def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
 
 def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
     """One optimizer step on a group of micro-batches, then a metrics line and a validation
-    if they are due."""
+    if they are due. The step's loss stays on the device until the metrics line reads it."""
     result = train_step(
         run.net, batches, run.criterion, run.optimizer, run.scheduler,
         clip_norm=run.config.clip_norm, state=run.state, autocast=run.autocast,
@@ -85,27 +85,41 @@ def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
     run.epoch_step += 1
     run.window.append(result)
     bar.update()
-    why = not_finite(result.loss, result.grad_norm)  # diverged: log the step (as null) and stop
-    if why:
-        log_window(run, result.lr, bar)
-        raise diverged(run.run_dir, run.state.step, why)
     if run.state.step % run.config.log_every == 0 or run.state.step == run.total:
-        log_window(run, result.lr, bar)
+        log_window(run, bar)
     if run.state.step % run.config.eval_every == 0:
         validate_run(run)
 
 
-def log_window(run: Run, lr: float, bar: tqdm) -> None:
-    """A metrics line for the steps since the last one: loss per target token, throughput."""
+def log_window(run: Run, bar: tqdm | None = None) -> None:
+    """A metrics line for the steps since the last one: loss per target token, throughput. Their
+    losses and gradient norms come from the device here, in one transfer; one that is not finite
+    stops the run, after the line (its loss as null)."""
+    if not run.window:
+        return
+    read_all(run.window)
     tokens = sum(r.ntokens for r in run.window)
     loss = sum(r.loss * r.ntokens for r in run.window) / max(tokens, 1)
     seconds = sum(r.seconds for r in run.window)
+    lr = run.window[-1].lr
     run.metrics.write(
         step=run.state.step, kind="train", epoch=run.epoch + 1, loss=loss, lr=lr, tokens=tokens,
         tokens_per_s=tokens / seconds if seconds else 0.0, elapsed_s=run.seconds,
     )  # fmt: skip
-    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+    if bar is not None:
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+    bad = [(r.step, why) for r in run.window if (why := not_finite(r.loss, r.grad_norm))]
     run.window = []
+    if bad:  # diverged: the first step that did
+        raise diverged(run.run_dir, *bad[0])
+
+
+def check_window(run: Run) -> None:
+    """Before a checkpoint or a validation: the steps since the last metrics line read (one
+    transfer) and, if one diverged, its metrics line written and the run stopped."""
+    read_all(run.window)
+    if any(not_finite(r.loss, r.grad_norm) for r in run.window):
+        log_window(run)
 
 
 class Batches(torch.utils.data.Dataset):
@@ -138,6 +152,7 @@ def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
 # From book/engineering.ipynb, "Engineering a training run" › "Validating and saving".
 def validate_run(run: Run) -> None:
     """Validation, on rank 0 (the others wait for it at the next step's exchange)."""
+    check_window(run)  # (never validate, nor save, weights that diverged)
     if not run.procs.main:
         run.val_loss, run.val_bleu = None, None
         return
@@ -151,6 +166,7 @@ def validate_run(run: Run) -> None:
 def save(run: Run) -> Path:
     """A checkpoint of the run as it stands: rank 0 writes it, every process adds its random
     state. Only the newest `keep` checkpoints are kept; weights that are not finite, never."""
+    check_window(run)
     bad = non_finite_weight(run.model.state_dict())  # (the same on every process)
     if bad is not None:
         raise diverged(run.run_dir, run.state.step, f"the weight {bad} holds NaN or inf")
