@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from annotated_transformer.data.batch import Batch
+from annotated_transformer.data.batch import Batch, padded_to_buckets
 from annotated_transformer.data.corpus import EncodedSplit
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.runs.checkpoints import (
@@ -124,16 +125,22 @@ def check_window(run: Run) -> None:
 
 class Batches(torch.utils.data.Dataset):
     """Micro-batches of a split by their lists of indices: `batches[k]` is the k-th, padded where
-    it is made (in a DataLoader worker, when there are workers)."""
+    it is made (in a DataLoader worker, when there are workers), with `buckets` to the next of
+    that many lengths up to `longest` (0: to its longest sentence)."""
 
-    def __init__(self, split: EncodedSplit, indices: list[list[int]]) -> None:
-        self.split, self.indices = split, indices
+    def __init__(
+        self, split: EncodedSplit, indices: list[list[int]], buckets: int = 0, longest: int = 0
+    ) -> None:
+        self.split, self.indices, self.buckets, self.longest = split, indices, buckets, longest
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def __getitem__(self, k: int) -> Batch:
-        return self.split.batch(self.indices[k])
+        batch = self.split.batch(self.indices[k])
+        if self.buckets:
+            batch = padded_to_buckets(batch, self.buckets, self.longest, PAD_ID)
+        return batch
 
 
 def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
@@ -143,7 +150,8 @@ def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
     left = list(run.sampler)[run.epoch_step * run.config.accumulate :]  # (a resumed epoch)
     workers = run.config.loader_workers
     return torch.utils.data.DataLoader(
-        Batches(run.data.train, left), batch_size=None, num_workers=workers,
+        Batches(run.data.train, left, run.config.length_buckets, run.config.model.max_len),
+        batch_size=None, num_workers=workers,
         worker_init_fn=ignore_stop_signals if workers else None,
         generator=torch.Generator(),  # its seed for the workers: not drawn from the training's
     )  # fmt: skip
