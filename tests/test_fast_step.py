@@ -100,20 +100,22 @@ def test_a_step_that_diverges_inside_a_window_is_named_and_never_saved(tmp_path,
 
 
 def random_batch(generator: torch.Generator, sentences: int, src_len: int, tgt_len: int):
-    """A batch of random ids, each sentence its own length up to `src_len` / `tgt_len`."""
+    """A batch of random ids: S = `src_len` and T = `tgt_len` - 1 (the first sentence), the other
+    sentences shorter or as long."""
     from annotated_transformer.data.batch import collate
     from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
-    def ids(n: int, *ends: int) -> torch.Tensor:
-        length = int(torch.randint(1, n + 1, (), generator=generator))
-        return torch.randint(EOS_ID + 1, 40, (length,), generator=generator)
+    def ids(n: int) -> torch.Tensor:
+        return torch.randint(EOS_ID + 1, 40, (n,), generator=generator)
 
-    pairs = []
-    for k in range(sentences):
-        src = ids(src_len) if k else torch.randint(EOS_ID + 1, 40, (src_len,), generator=generator)
-        tgt = ids(tgt_len - 1) if k else torch.randint(EOS_ID + 1, 40, (tgt_len - 1,))
-        pairs.append((torch.cat([src, torch.tensor([EOS_ID])]),
-                      torch.cat([torch.tensor([BOS_ID]), tgt, torch.tensor([EOS_ID])])))  # fmt: skip
+    def up_to(n: int) -> int:
+        return int(torch.randint(1, n + 1, (), generator=generator))
+
+    lengths = [(src_len, tgt_len)] + [
+        (up_to(src_len), up_to(tgt_len)) for _ in range(sentences - 1)
+    ]
+    bos, eos = torch.tensor([BOS_ID]), torch.tensor([EOS_ID])
+    pairs = [(torch.cat([ids(s - 1), eos]), torch.cat([bos, ids(t - 1), eos])) for s, t in lengths]
     return collate(pairs, PAD_ID)
 
 
