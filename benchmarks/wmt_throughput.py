@@ -11,6 +11,13 @@ runs (every fast path, bf16 autocast on CUDA), with and without `torch.compile`,
 the hours to 100,000 steps on this one device. Random ids make no difference to the step's work:
 the same products of the same shapes run whatever the ids are. Real batches are padded, and their
 lengths vary; the projection is a floor.
+
+Each change of issue 49 is timed on and off in the same run: the loss chunked or not, the loss
+read after every step (the host waiting for the device) or once a window as the trainer does,
+and batches of `--spread` lengths with and without length buckets, compiled and not (`shapes`:
+the (source, target) lengths the model saw; `graphs`: what torch.compile compiled; `--spread
+0` leaves them out). `--profile-kernels N` adds the N kernels that take the most time
+(`torch.profiler`: name, calls, share of the time) of the plain and compiled steps.
 """
 
 from __future__ import annotations
