@@ -11,19 +11,30 @@ runs (every fast path, bf16 autocast on CUDA), with and without `torch.compile`,
 the hours to 100,000 steps on this one device. Random ids make no difference to the step's work:
 the same products of the same shapes run whatever the ids are. Real batches are padded, and their
 lengths vary; the projection is a floor.
+
+Each change of issue 49 is timed on and off in the same run: the loss chunked or not, the loss
+read after every step (the host waiting for the device) or once a window as the trainer does,
+and batches of `--spread` lengths with and without length buckets, compiled and not (`shapes`:
+the (source, target) lengths the model saw; `graphs`: what torch.compile compiled; `--spread
+0` leaves them out). `--profile-kernels N` adds the N kernels that take the most time
+(`torch.profiler`: name, calls, share of the time) of the plain and compiled steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from common import command, now, on_device, run_main, versions, write_report
+from torch._dynamo.utils import counters
 from train import _synthetic_batch
 
+from annotated_transformer.data.batch import any_batch_size, padded_to_buckets
 from annotated_transformer.data.vocab import EOS_ID, PAD_ID
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.training.fused import LOSS_CHUNK, LabelSmoothingFromLogits, accelerate
@@ -41,75 +52,173 @@ PAPER_STEPS = 100_000  # §5.3: the base models trained for 100,000 steps ...
 PAPER_HOURS = 12.0  # ... in 12 hours on 8 P100 GPUs
 
 
-def time_steps(config: ModelConfig, batch, args, device, compile: bool, chunk: int | None) -> dict:
-    """Seconds per step (median of `--steps` after 3 warm-up steps), MFU inputs, peak memory;
-    the loss `chunk` positions at a time (None: all at once)."""
+BUCKETS = 4  # the varied lengths padded to this many (the setting length_buckets)
+
+
+class Variant(NamedTuple):
+    """One way of taking the step, timed beside the others."""
+
+    name: str
+    compile: bool = False
+    chunk: int | None = LOSS_CHUNK  # the loss this many positions at a time (None: all at once)
+    read_every_step: bool = False  # read the loss after every step (the host waits each time)
+    varied: bool = False  # batches of `--spread` lengths in turn, rather than one shape
+    buckets: int = 0  # with `varied`: lengths padded to this many buckets (0: none)
+
+
+VARIANTS = (
+    Variant("ours"), Variant("ours, the loss unchunked", chunk=None),
+    Variant("ours, the loss read every step", read_every_step=True),
+    Variant("ours + torch.compile", compile=True),
+    Variant("varied lengths", varied=True),
+    Variant("varied lengths, buckets", varied=True, buckets=BUCKETS),
+    Variant("varied lengths + torch.compile", compile=True, varied=True),
+    Variant("varied lengths, buckets + torch.compile", compile=True, varied=True, buckets=BUCKETS),
+)  # fmt: skip
+PROFILED = ("ours", "ours + torch.compile")  # the variants --profile-kernels profiles
+
+
+def compiled(model: torch.nn.Module, variant: Variant) -> torch.nn.Module:
+    """The model as the trainer compiles it: one shape; any shape (dynamic); or one graph per
+    pair of buckets, the sentences symbolic."""
+    if not variant.compile:
+        return model
+    if not variant.varied:
+        return torch.compile(model)
+    if not variant.buckets:
+        return torch.compile(model, dynamic=True)
+    net = torch.compile(model, dynamic=False)
+    net.register_forward_pre_hook(any_batch_size)
+    return net
+
+
+def time_steps(config: ModelConfig, batches: list, args, device, variant: Variant) -> dict:
+    """Seconds per step (median of `--steps` after 3 warm-up steps, and one per shape to
+    compile), MFU inputs (the FLOPs of the unpadded batches), peak memory, the (source, target)
+    lengths the model sees, and the graphs compiled."""
     torch.manual_seed(args.seed)
     model = accelerate(build_model(config)).to(device)
-    criterion = LabelSmoothingFromLogits(config.tgt_vocab, PAD_ID, 0.1, chunk=chunk)
+    criterion = LabelSmoothingFromLogits(config.tgt_vocab, PAD_ID, 0.1, chunk=variant.chunk)
     optimizer = make_optimizer(model.parameters(), fused=on_device(device).fused_adam)
-    net = torch.compile(model) if compile else model
     autocast = on_device(device).autocast
+    longest = max(max(b.src.size(1), b.tgt_in.size(1)) for b in batches)  # buckets up to it
+    inputs = [padded_to_buckets(b, variant.buckets, longest, PAD_ID) if variant.buckets else b
+              for b in batches]  # fmt: skip
+    turn = itertools.cycle(inputs)
+    torch._dynamo.reset()
+    counters.clear()
+    net = compiled(model, variant)
 
     def step() -> None:
-        train_step(net, [batch], criterion, optimizer, autocast=autocast)
+        result = train_step(net, [next(turn)], criterion, optimizer, autocast=autocast)
+        if variant.read_every_step:
+            result.loss  # noqa: B018 (the read is the point: the host waits for the device)
 
-    for _ in range(3):  # warm up: allocate, compile, pick kernels
-        step()
+    for _ in range(3 + (len(inputs) if variant.compile else 0)):  # warm up: allocate, pick
+        step()  # kernels, compile (every shape)
     seconds = [timed(step, device) for _ in range(args.steps)]
     peak = peak_step_memory(step, device)
-    flops = count_flops(model, batch, criterion).get_total_flops()
-    return {"seconds_per_step": statistics.median(seconds), "flops_per_step": flops,
-            "peak_step_memory_mb": round(peak / 2**20, 1)}  # fmt: skip
+    flops = statistics.mean(count_flops(model, b, criterion).get_total_flops() for b in batches)
+    r = {"seconds_per_step": statistics.median(seconds), "flops_per_step": round(flops),
+         "peak_step_memory_mb": round(peak / 2**20, 1),
+         "shapes": len({(b.src.size(1), b.tgt_in.size(1)) for b in inputs})}  # fmt: skip
+    if variant.compile:
+        r["graphs"] = counters["stats"]["unique_graphs"]
+    if args.profile_kernels and variant.name in PROFILED:
+        r["kernels"] = kernel_table(step, device, args.profile_kernels)
+    return r
 
 
-def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def kernel_table(step, device: torch.device, top: int) -> list[dict]:
+    """The `top` kernels of 3 steps by their own time (on CUDA, the GPU's): name, calls and
+    share of the time of all of them, from `torch.profiler`."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profile:
+        for _ in range(3):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    field = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = [e for e in profile.key_averages() if getattr(e, field) > 0]
+    total = sum(getattr(e, field) for e in events) or 1
+    events.sort(key=lambda e: getattr(e, field), reverse=True)
+    return [{"name": e.key, "calls": e.count, "self_share": round(getattr(e, field) / total, 4)}
+            for e in events[:top]]  # fmt: skip
+
+
+def check_arguments(args: argparse.Namespace) -> None:
     for name in ("tokens", "length", "vocab", "steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    for name in ("spread", "profile_kernels"):
+        if getattr(args, name) < 0:
+            flag = name.replace("_", "-")
+            raise ValueError(f"--{flag} must be at least 0, got {getattr(args, name)}")
     if args.vocab <= EOS_ID + 2:
         raise ValueError(f"--vocab must exceed the {EOS_ID + 2} special ids, got {args.vocab}")
+
+
+def spread_lengths(args: argparse.Namespace) -> list[int]:
+    """`--spread` sentence lengths from half to twice `--length`, evenly (a batch of each)."""
+    n = args.spread
+    low, high = max(1, args.length // 2), 2 * args.length
+    return sorted({round(low + (high - low) * k / max(n - 1, 1)) for k in range(n)})
+
+
+def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    check_arguments(args)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    base = ModelConfig.base(share_embeddings=True, max_len=max(256, args.length + 1))
+    lengths = spread_lengths(args) if args.spread else []
+    base = ModelConfig.base(share_embeddings=True, max_len=max(256, 2 * args.length + 1))
     config = base.replace(src_vocab=args.vocab, tgt_vocab=args.vocab)
     batch = _synthetic_batch(args.length, args.tokens, args.vocab, device)
+    varied = [_synthetic_batch(n, args.tokens, args.vocab, device) for n in lengths]
     dtype = on_device(device).autocast or torch.float32
     rate = matmul_rate(device, dtype, on_device(device).matmul_size)
     print(f"{describe_device(device)}: base model, vocabulary {args.vocab:,} (tied), "
           f"{batch.size} sentences of {args.length} tokens = {batch.ntokens:,} target tokens; "
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
     results = {}
-    variants = (("ours", False, LOSS_CHUNK), ("ours, the loss unchunked", False, None),
-                ("ours + torch.compile", True, LOSS_CHUNK))  # fmt: skip
-    for name, compiled, chunk in variants:
-        if compiled and args.no_compile:
+    for variant in VARIANTS:
+        if (variant.compile and args.no_compile) or (variant.varied and not varied):
             continue
-        r = time_steps(config, batch, args, device, compiled, chunk)
-        s = r["seconds_per_step"]
-        r.update(tokens_per_second=round(batch.ntokens / s, 1),
+        batches = varied if variant.varied else [batch]
+        r = time_steps(config, batches, args, device, variant)
+        s, tokens = r["seconds_per_step"], statistics.mean(b.ntokens for b in batches)
+        r.update(tokens_per_second=round(tokens / s, 1),
                  model_flops_utilization=round(r["flops_per_step"] / s / rate, 4),
                  hours_to_100k_steps=round(s * PAPER_STEPS / 3600, 2))  # fmt: skip
-        results[name] = r
-        print(f"{name:<22} {s * 1000:8.1f} ms/step {r['tokens_per_second']:12,.0f} tokens/s "
-              f"MFU {100 * r['model_flops_utilization']:5.1f}%  peak "
+        results[variant.name] = r
+        print(f"{variant.name:<40} {s * 1000:8.1f} ms/step {r['tokens_per_second']:12,.0f} "
+              f"tokens/s MFU {100 * r['model_flops_utilization']:5.1f}%  peak "
               f"{r['peak_step_memory_mb']:9,.1f} MB  100,000 steps: "
               f"{r['hours_to_100k_steps']:.1f} h")  # fmt: skip
-    report = {
+    write_report(record(args, argv, device, config, batch, dtype, rate, lengths, results),
+                 args.output)  # fmt: skip
+    return 0
+
+
+def record(args, argv, device, config, batch, dtype, rate, lengths, results) -> dict:
+    """The benchmark's JSON record."""
+    kernels = {name: r.pop("kernels") for name, r in results.items() if "kernels" in r}
+    return {
         "benchmark": "wmt-throughput",
         "command": command("wmt_throughput.py", argv),
         "device": describe_device(device),
         "autocast": None if dtype == torch.float32 else "bfloat16",
         "config": {"N": config.N, "d_model": config.d_model, "h": config.h, "d_ff": config.d_ff,
                    "vocab": args.vocab, "share_embeddings": True, "length": args.length,
-                   "sentences": batch.size, "target_tokens": batch.ntokens, "steps": args.steps},
+                   "sentences": batch.size, "target_tokens": batch.ntokens, "steps": args.steps,
+                   "varied_lengths": lengths, "length_buckets": BUCKETS},
         "matmul": {"dtype": str(dtype).removeprefix("torch."), "flops_per_second": round(rate)},
         "paper": {"steps": PAPER_STEPS, "hours": PAPER_HOURS, "gpus": "8 P100"},
         "results": results,
+        **({"kernels": kernels} if args.profile_kernels else {}),
         "versions": versions(),
         "date": now(),
     }  # fmt: skip
-    write_report(report, args.output)
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
     add("--vocab", type=int, default=37_000, help="shared BPE vocabulary (default 37,000)")
     add("--steps", type=int, default=20, help="timed steps (default 20)")
     add("--no-compile", action="store_true", help="leave out torch.compile")
+    add(
+        "--spread",
+        type=int,
+        default=6,
+        help="batches of this many sentence lengths, from half "
+        "to twice --length, timed with and without length buckets (0: none; default 6)",
+    )
+    add(
+        "--profile-kernels",
+        type=int,
+        default=0,
+        metavar="N",
+        help="write the N kernels that take "
+        "the most time (torch.profiler) into the record (default 0: none)",
+    )
     add("--seed", type=int, default=0)
     add("--device", choices=["cpu", "cuda"])
     add("--output", help="write the results as JSON here")

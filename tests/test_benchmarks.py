@@ -312,15 +312,36 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     import wmt_throughput
 
     out = tmp_path / "wmt.json"
-    args = ["--tokens", "120", "--length", "12", "--vocab", "300", "--steps", "1",
-            "--no-compile", "--device", "cpu", "--output", str(out)]  # fmt: skip
+    args = ["--tokens", "120", "--length", "8", "--vocab", "300", "--steps", "1",
+            "--no-compile", "--device", "cpu", "--spread", "3", "--profile-kernels", "5",
+            "--output", str(out)]  # fmt: skip
     assert wmt_throughput.main(args) == 0
     record = json.loads(out.read_text())
-    assert record["config"]["sentences"] == 10 and record["config"]["target_tokens"] == 120
+    assert record["config"]["sentences"] == 15 and record["config"]["target_tokens"] == 120
     assert record["config"]["vocab"] == 300 and record["config"]["d_model"] == 512
-    assert list(record["results"]) == ["ours", "ours, the loss unchunked"]  # side by side
-    assert record["results"]["ours"]["flops_per_step"] == record["results"][
-        "ours, the loss unchunked"]["flops_per_step"]  # the same work, chunked or not  # fmt: skip
+    assert record["config"]["varied_lengths"] == [4, 10, 16]  # half to twice --length
+    assert record["config"]["length_buckets"] == 4
+    assert list(record["results"]) == [  # each change on and off, side by side
+        "ours", "ours, the loss unchunked", "ours, the loss read every step", "varied lengths",
+        "varied lengths, buckets"]  # fmt: skip
+    results = record["results"]
+    for name in ("ours, the loss unchunked", "ours, the loss read every step"):
+        assert results[name]["flops_per_step"] == results["ours"]["flops_per_step"]  # same work
+    assert results["varied lengths"]["shapes"] == 3  # a shape per length ...
+    assert results["varied lengths, buckets"]["shapes"] == 2  # ... or per bucket: 8, 16
+    assert (
+        results["varied lengths, buckets"]["flops_per_step"]
+        == results["varied lengths"]["flops_per_step"]
+    )  # (counted on the unpadded batches: padding is not useful work)
+    assert all("graphs" not in r and "kernels" not in r for r in results.values())
+    assert list(record["kernels"]) == ["ours"]  # (and the compiled step, when it runs)
+    table = record["kernels"]["ours"]
+    assert len(table) == 5 and all(set(row) == {"name", "calls", "self_share"} for row in table)
+    assert all(row["calls"] >= 3 for row in table)  # (3 steps profiled)
+    assert all(0 < row["self_share"] <= 1 for row in table) and sum(
+        row["self_share"] for row in table) <= 1.0001  # fmt: skip
+    shares = [row["self_share"] for row in table]
+    assert shares == sorted(shares, reverse=True)
     result = record["results"]["ours"]
     assert result["peak_step_memory_mb"] > 0
     seconds = result["seconds_per_step"]

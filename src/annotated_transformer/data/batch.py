@@ -8,10 +8,12 @@ Shapes: B sentences, S source positions, T target positions after the shift righ
 int64; masks are bool, True = may attend (see `annotated_transformer.model.masks`).
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
@@ -119,3 +121,28 @@ def check_sentence_pairs(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
                 f"pair {i}: expected 1-D token ids, got source {tuple(src.shape)} "
                 f"and target {tuple(tgt.shape)}"
             )
+
+
+# From book/engineering.ipynb, "Engineering a training run" › "Length buckets for torch.compile".
+def bucket_length(n: int, buckets: int, longest: int) -> int:
+    """The length that `n` positions are padded to: the next of `buckets` lengths spaced evenly up
+    to `longest`, in multiples of 8 (past `longest`, the next multiple of that spacing)."""
+    spacing = 8 * math.ceil(longest / (8 * buckets))
+    return spacing * math.ceil(n / spacing)
+
+
+def padded_to_buckets(batch: Batch, buckets: int, longest: int, pad: int) -> Batch:
+    """`batch` with its source and target padded up to bucket lengths (`bucket_length`): the
+    padding is masked, the loss and the target-token count the same."""
+    S, T = batch.src.size(1), batch.tgt_in.size(1)
+    src = F.pad(batch.src, (0, bucket_length(S, buckets, longest) - S), value=pad)
+    tgt = torch.cat([batch.tgt_in, batch.tgt_out[:, -1:]], dim=1)  # (B, T + 1): <s> y₁ … </s>
+    tgt = F.pad(tgt, (0, bucket_length(T, buckets, longest) - T), value=pad)
+    return Batch.from_tensors(src, tgt, pad)
+
+
+def any_batch_size(module: torch.nn.Module, inputs: tuple) -> None:
+    """A forward pre-hook for a model compiled with `dynamic=False`: its inputs' first dimension
+    (the sentences) stays symbolic, every length a constant (one graph per pair of buckets)."""
+    for tensor in inputs:
+        torch._dynamo.maybe_mark_dynamic(tensor, 0)

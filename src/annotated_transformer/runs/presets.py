@@ -49,6 +49,7 @@ TRAIN_SETTINGS = {  # what each of a run's own settings accepts (the model's: MO
     "log_every": COUNT, "eval_every": COUNT, "bleu_sentences": COUNT, "save_every": COUNT,
     "save_minutes": Setting(float, above=0),
     "keep": COUNT, "average_last": COUNT, "loader_workers": Setting(int, low=0, high=256),
+    "length_buckets": Setting(int, low=0, high=64),  # 0: every batch as long as its longest
 }  # fmt: skip
 DEFAULT_MODEL = ModelConfig(max_len=256)  # the paper's base; max_len: the longest sentence
 MODEL_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig))  # the model's settings
@@ -123,11 +124,13 @@ class TrainConfig:
     keep: int = 5  # checkpoints kept (the newest; more feed checkpoint averaging)
     average_last: int = 5  # the checkpoints `average RUN_FOLDER` averages (§6.1: 5 base, 20 big)
     loader_workers: int = 0  # processes that make the batches ahead of the steps (0: this one)
+    length_buckets: int = 0  # pad lengths to one of this many, for torch.compile (0: none)
 
     # Settings that may change when a run is resumed: they decide when to stop and what to record.
     BOOKKEEPING = (
         "epochs", "max_steps", "bf16", "fast", "compile", "log_every", "eval_every",
         "bleu_sentences", "save_every", "save_minutes", "keep", "average_last", "loader_workers",
+        "length_buckets",
     )  # fmt: skip
 
     @property

@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from annotated_transformer.data.batch import Batch
+from annotated_transformer.data.batch import Batch, padded_to_buckets
 from annotated_transformer.data.corpus import EncodedSplit
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
+from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.runs.checkpoints import (
@@ -33,7 +34,7 @@ from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.training.distributed import any_process, gather
 from annotated_transformer.training.guards import diverged, not_finite
 from annotated_transformer.training.inputs import RunData
-from annotated_transformer.training.loop import evaluate, groups_of, train_step
+from annotated_transformer.training.loop import evaluate, groups_of, read_all, train_step
 from annotated_transformer.training.run_state import Run, rng_state
 from annotated_transformer.training.signals import StopRequests, ignore_stop_signals
 
@@ -77,7 +78,7 @@ def run_epoch(run: Run, stops: StopRequests, bar: tqdm) -> int | None:
 
 def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
     """One optimizer step on a group of micro-batches, then a metrics line and a validation
-    if they are due."""
+    if they are due. The step's loss stays on the device until the metrics line reads it."""
     result = train_step(
         run.net, batches, run.criterion, run.optimizer, run.scheduler,
         clip_norm=run.config.clip_norm, state=run.state, autocast=run.autocast,
@@ -85,41 +86,61 @@ def take_step(run: Run, batches: list[Batch], bar: tqdm) -> None:
     run.epoch_step += 1
     run.window.append(result)
     bar.update()
-    why = not_finite(result.loss, result.grad_norm)  # diverged: log the step (as null) and stop
-    if why:
-        log_window(run, result.lr, bar)
-        raise diverged(run.run_dir, run.state.step, why)
     if run.state.step % run.config.log_every == 0 or run.state.step == run.total:
-        log_window(run, result.lr, bar)
+        log_window(run, bar)
     if run.state.step % run.config.eval_every == 0:
         validate_run(run)
 
 
-def log_window(run: Run, lr: float, bar: tqdm) -> None:
-    """A metrics line for the steps since the last one: loss per target token, throughput."""
+def log_window(run: Run, bar: tqdm | None = None) -> None:
+    """A metrics line for the steps since the last one: loss per target token, throughput. Their
+    losses and gradient norms come from the device here, in one transfer; one that is not finite
+    stops the run, after the line (its loss as null)."""
+    if not run.window:
+        return
+    read_all(run.window)
     tokens = sum(r.ntokens for r in run.window)
     loss = sum(r.loss * r.ntokens for r in run.window) / max(tokens, 1)
     seconds = sum(r.seconds for r in run.window)
+    lr = run.window[-1].lr
     run.metrics.write(
         step=run.state.step, kind="train", epoch=run.epoch + 1, loss=loss, lr=lr, tokens=tokens,
         tokens_per_s=tokens / seconds if seconds else 0.0, elapsed_s=run.seconds,
     )  # fmt: skip
-    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+    if bar is not None:
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+    bad = [(r.step, why) for r in run.window if (why := not_finite(r.loss, r.grad_norm))]
     run.window = []
+    if bad:  # diverged: the first step that did
+        raise diverged(run.run_dir, *bad[0])
+
+
+def check_window(run: Run) -> None:
+    """Before a checkpoint or a validation: the steps since the last metrics line read (one
+    transfer) and, if one diverged, its metrics line written and the run stopped."""
+    read_all(run.window)
+    if any(not_finite(r.loss, r.grad_norm) for r in run.window):
+        log_window(run)
 
 
 class Batches(torch.utils.data.Dataset):
     """Micro-batches of a split by their lists of indices: `batches[k]` is the k-th, padded where
-    it is made (in a DataLoader worker, when there are workers)."""
+    it is made (in a DataLoader worker, when there are workers), with `buckets` to the next of
+    that many lengths up to `longest` (0: to its longest sentence)."""
 
-    def __init__(self, split: EncodedSplit, indices: list[list[int]]) -> None:
-        self.split, self.indices = split, indices
+    def __init__(
+        self, split: EncodedSplit, indices: list[list[int]], buckets: int = 0, longest: int = 0
+    ) -> None:
+        self.split, self.indices, self.buckets, self.longest = split, indices, buckets, longest
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def __getitem__(self, k: int) -> Batch:
-        return self.split.batch(self.indices[k])
+        batch = self.split.batch(self.indices[k])
+        if self.buckets:
+            batch = padded_to_buckets(batch, self.buckets, self.longest, PAD_ID)
+        return batch
 
 
 def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
@@ -129,7 +150,8 @@ def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
     left = list(run.sampler)[run.epoch_step * run.config.accumulate :]  # (a resumed epoch)
     workers = run.config.loader_workers
     return torch.utils.data.DataLoader(
-        Batches(run.data.train, left), batch_size=None, num_workers=workers,
+        Batches(run.data.train, left, run.config.length_buckets, run.config.model.max_len),
+        batch_size=None, num_workers=workers,
         worker_init_fn=ignore_stop_signals if workers else None,
         generator=torch.Generator(),  # its seed for the workers: not drawn from the training's
     )  # fmt: skip
@@ -138,6 +160,7 @@ def epoch_batches(run: Run) -> torch.utils.data.DataLoader:
 # From book/engineering.ipynb, "Engineering a training run" › "Validating and saving".
 def validate_run(run: Run) -> None:
     """Validation, on rank 0 (the others wait for it at the next step's exchange)."""
+    check_window(run)  # (never validate, nor save, weights that diverged)
     if not run.procs.main:
         run.val_loss, run.val_bleu = None, None
         return
@@ -151,6 +174,7 @@ def validate_run(run: Run) -> None:
 def save(run: Run) -> Path:
     """A checkpoint of the run as it stands: rank 0 writes it, every process adds its random
     state. Only the newest `keep` checkpoints are kept; weights that are not finite, never."""
+    check_window(run)
     bad = non_finite_weight(run.model.state_dict())  # (the same on every process)
     if bad is not None:
         raise diverged(run.run_dir, run.state.step, f"the weight {bad} holds NaN or inf")

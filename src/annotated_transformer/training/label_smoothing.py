@@ -155,7 +155,10 @@ def _check_settings(size: int, padding_idx: int, smoothing: float) -> None:
 def _check_target(target: Tensor, size: int) -> None:
     if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
         raise ValueError(f"target must be an integer tensor of class ids, got dtype {target.dtype}")
-    if target.numel() > 0:
+    if target.numel() > 0 and target.device.type == "cuda":  # checked there: no wait for it
+        inside = ((target >= 0) & (target < size)).all()
+        torch._assert_async(inside, f"target values must be class ids in [0, size={size})")
+    elif target.numel() > 0:
         low, high = target.min().item(), target.max().item()
         if low < 0 or high >= size:
             raise ValueError(

@@ -51,17 +51,31 @@ class TrainState:
     skipped: int = 0  # steps skipped because their micro-batches held no target token
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepResult:
-    """What one optimizer step did."""
+    """What one optimizer step did. Its summed loss and gradient norm stay on the device until
+    read: `loss` and `grad_norm` read them (the host waits for the device), `read_all` reads a
+    window of steps in one transfer."""
 
     step: int  # TrainState.step after this step
-    loss: float  # loss per target token (0.0 when skipped)
+    loss_sum: Tensor | float  # loss summed over the step's target tokens (0.0 when skipped)
     ntokens: int  # target tokens in the step
     lr: float  # learning rate the update used
-    grad_norm: float | None  # gradient norm before clipping (None if not clipping or skipped)
+    norm: Tensor | float | None  # gradient norm before clipping (None: no clipping, or skipped)
     skipped: bool
-    seconds: float
+    seconds: float  # host time of the step (the device may still be working on it)
+
+    @property
+    def loss(self) -> float:
+        """Loss per target token (0.0 when skipped)."""
+        read_all([self])
+        return self.loss_sum / self.ntokens if self.ntokens else 0.0
+
+    @property
+    def grad_norm(self) -> float | None:
+        """Gradient norm before clipping (None if not clipping or skipped)."""
+        read_all([self])
+        return self.norm
 
     @property
     def tokens_per_second(self) -> float:
@@ -118,7 +132,8 @@ def train_step(
 
     Each micro-batch's summed loss is divided by the target tokens of the whole step (of every
     process's micro-batches, with `DistributedDataParallel`). The scheduler, if given, advances
-    once. A step without target tokens is skipped (no update, no schedule advance).
+    once. A step without target tokens is skipped (no update, no schedule advance). Nothing
+    waits for the device: the loss and gradient norm stay there until read (`read_all`).
     """
     check_step_arguments(micro_batches, clip_norm)
     state = TrainState() if state is None else state
@@ -143,18 +158,32 @@ def train_step(
             loss = batch_loss(model, batch.to(device), criterion, autocast)
             (loss * scale).backward()  # gradients add up over the micro-batches
         losses.append(loss.detach())
-    grad_norm = None
-    if clip_norm is not None:
-        grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), clip_norm))
+    norm = None
+    if clip_norm is not None:  # (the norm: a tensor on the device)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip_norm).detach()
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
     state.step += 1
     state.sentences += sentences
     state.tokens += ntokens
-    (loss_sum,) = _sum_over_processes([torch.stack(losses).sum().item()], model, device)
+    loss_sum = torch.stack(losses).sum()
+    if distributed:  # every process's loss, summed on the device
+        torch.distributed.all_reduce(loss_sum)
     seconds = time.perf_counter() - start
-    return StepResult(state.step, loss_sum / ntokens, ntokens, lr, grad_norm, False, seconds)
+    return StepResult(state.step, loss_sum, ntokens, lr, norm, False, seconds)
+
+
+def read_all(results: Sequence[StepResult]) -> None:
+    """Bring the losses and gradient norms of `results` still on the device to the host, in one
+    transfer (one wait for the device) for all of them."""
+    pending = [(r, name) for r in results for name in ("loss_sum", "norm")
+               if isinstance(getattr(r, name), Tensor)]  # fmt: skip
+    if not pending:
+        return
+    values = torch.stack([getattr(r, name).detach().float() for r, name in pending]).tolist()
+    for (result, name), value in zip(pending, values, strict=True):
+        setattr(result, name, value)
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "An epoch".

@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from annotated_transformer.data.batch import any_batch_size
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
 from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.model.transformer import build_model
@@ -192,7 +193,10 @@ def restore(run: Run, saved: SavedRun, say: Callable[[str], None]) -> None:
 def wrap(model: nn.Module, config: TrainConfig, procs: Processes) -> nn.Module:
     """What trains: the model, compiled if asked, in DistributedDataParallel with many processes."""
     net = model
-    if config.compile:  # batch shapes vary: compile for dynamic shapes once, not per shape
+    if config.compile and config.length_buckets:  # a graph per pair of lengths, any B
+        net = torch.compile(model, dynamic=False)
+        net.register_forward_pre_hook(any_batch_size)
+    elif config.compile:  # batch shapes vary: compile for dynamic shapes once, not per shape
         net = torch.compile(model, dynamic=True)
     if procs.world_size > 1:
         device_ids = [procs.device] if procs.backend == "nccl" else None
