@@ -1,5 +1,6 @@
 """The `annotated-transformer` command line (hand-written glue, not generated from a chapter).
-Layer: top, beside the modules above the library's layers; no layer imports it.
+It stands above every other part of the package (the exports included), and nothing in the
+package imports it.
 
 Subcommands are added by the parts of the book that build them (training, translation,
 evaluation, ...). A mistake is one line on stderr, `annotated-transformer: error: ...`, never a
