@@ -248,14 +248,14 @@ def _aside(ax: Any, y: float, text: str, color: str = RED) -> None:
 
 
 def draw_run_life() -> None:
-    """A training run's life, as the trainer of "Engineering a training run" lives it (left), and
-    the folder it leaves (right): start or resume, epochs of steps, validate and save after each
-    epoch, and the three ways a run ends."""
+    """A training run's life, as the trainer of "Engineering a training run" lives it: start or
+    resume, epochs of steps, validate and save after each epoch, and the three ways a run ends.
+    The folder it leaves is `RUN_FOLDER`."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(11.6, 4.6))
+    fig, ax = plt.subplots(figsize=(7.6, 4.6))
     fig.subplots_adjust(0, 0, 1, 1)
-    ax.set(xlim=(0, 16.8), ylim=(0.45, 6.75))
+    ax.set(xlim=(0, 11.0), ylim=(0.45, 6.75))
     ax.axis("off")
     stages = [
         (6.2, "start, or resume from the last checkpoint", "set_up"),
@@ -276,8 +276,6 @@ def draw_run_life() -> None:
     _aside(ax, 3.8, "Ctrl-C or SIGTERM (StopRequests): save, stop")
     _aside(ax, 3.58, "a loss not finite (Diverged): stop, nothing saved")
     _aside(ax, 2.6, "a weight not finite: stop, the last checkpoint kept")
-    ax.text(11.0, 6.55, RUN_FOLDER, ha="left", va="top", fontsize=8.2, family="monospace",
-            bbox={"boxstyle": "round,pad=0.4", "fc": "#f6f6f6", "ec": "#999"})  # fmt: skip
-    ax.text(11.0, 2.2, "one process, or one per GPU under\ntorchrun: the same life in each",
-            ha="left", va="top", fontsize=9, style="italic")  # fmt: skip
+    ax.text(6.0, 1.4, "one process, or one per GPU under\ntorchrun: the same life in each",
+            ha="left", va="center", fontsize=9, style="italic")  # fmt: skip
     plt.show()
