@@ -249,7 +249,7 @@ def _aside(ax: Any, y: float, text: str, color: str = RED) -> None:
 
 def draw_run_life() -> None:
     """A training run's life, as the trainer of "Engineering a training run" lives it: start or
-    resume, epochs of steps, validate and save after each epoch, and the three ways a run ends.
+    resume, epochs of steps, validate and save every so many steps, and the three ways a run ends.
     The folder it leaves is `RUN_FOLDER`."""
     import matplotlib.pyplot as plt
 
@@ -261,7 +261,7 @@ def draw_run_life() -> None:
         (6.2, "start, or resume from the last checkpoint", "set_up"),
         (5.0, "an epoch: its batches, shuffled by seed", "run_epoch, epoch_batches"),
         (3.8, "a step: batch → loss → step → schedule", "take_step"),
-        (2.6, "after the epoch: validate, then save", "validate_run, save"),
+        (2.6, "when due: validate, then save", "validate_run, save"),
         (1.4, "the last epoch done: the run ends", "finish"),
     ]
     for y, text, code in stages:
