@@ -50,6 +50,8 @@
 #             wheel in one call and the rest in the next (on 2026-11-27, 25 of the 26 rows in
 #             one 8-minute call with JOBS=12 on an H200: results/gpu-calls-h200.log)
 #   decoding  benchmarks/decoding.py with the shipped model (no training needed): 2 min
+#   wmt       the WMT-shaped step alone (every change of issue 49's part 1 on and off, plain and
+#             compiled) with the 20 kernels that take the most time: 3 min
 #
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
@@ -64,7 +66,7 @@
 #   $W -d .gpu-spacy spacy && rm .gpu-spacy/numpy-* .gpu-spacy/tqdm-*            # about 60 MB
 #   # with the working tree (24 MB) that is over 64 MiB: spaCy's own wheel (35 MB) apart
 #   mkdir .gpu-spacy2 && find .gpu-spacy -name '*.whl' ! -name 'spacy-[0-9]*' -exec mv {} .gpu-spacy2 \;
-#   $W -d .gpu-plots ipython matplotlib matplotlib-inline altair && rm .gpu-plots/numpy-*  # 35 MB
+#   $W -d .gpu-plots ipython matplotlib matplotlib-inline altair nbformat && rm .gpu-plots/numpy-*  # 36 MB
 #   echo /.gpu-spacy/ >> .git/info/exclude; echo /.gpu-spacy2/ >> .git/info/exclude
 #   echo /.gpu-plots/ >> .git/info/exclude
 #
@@ -74,7 +76,7 @@
 # carry [".gpu"] only. Each call within 30 s of the last, or the machine (and what the calls
 # installed) goes back.
 set -euo pipefail
-usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding OUT"
+usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding|wmt OUT"
 step=${1:?$usage}
 out=${2:?$usage}
 if [ "$step" = wheels ]; then  # OUT is the folder of wheels
@@ -154,6 +156,12 @@ table3)
     tar -C results -czf "$out/variations-full-cuda.tar.gz" variations-full-cuda
     (cd /tmp/runs/variations && tar -czf "$out/progress.tar.gz" $(find . -name metrics.jsonl)) || true
     ;;
+wmt)
+    log "the WMT 2014 step's shape, with its top kernels"
+    python3 benchmarks/wmt_throughput.py --device cuda --profile-kernels 20 "$@" \
+        --output results/bench-wmt-base-cuda.json
+    cp results/bench-wmt-base-cuda.json "$out/"
+    ;;
 decoding)
     log "decoding speed, the shipped model"
     python3 benchmarks/decoding.py --device cuda --no-engines \
@@ -161,7 +169,7 @@ decoding)
     cp results/bench-decoding-cuda.json "$out/"
     ;;
 *)
-    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters, table3 or decoding" >&2
+    echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters, table3, decoding or wmt" >&2
     exit 2
     ;;
 esac

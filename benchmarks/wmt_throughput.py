@@ -142,6 +142,8 @@ def kernel_table(step, device: torch.device, top: int) -> list[dict]:
             torch.cuda.synchronize(device)
     field = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events = [e for e in profile.key_averages() if getattr(e, field) > 0]
+    if device.type == "cuda":  # the kernels only: an operator's row repeats its kernels' time
+        events = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     total = sum(getattr(e, field) for e in events) or 1
     events.sort(key=lambda e: getattr(e, field), reverse=True)
     return [{"name": e.key, "calls": e.count, "self_share": round(getattr(e, field) / total, 4)}
