@@ -14,7 +14,8 @@ ratios between them:
 - cached against uncached at equal batches, with every output forced to 40 tokens;
 - beam search with 4 beams (with and without the greedy lane), as `translate --beam 4` runs it;
 - beam search with and without the cache (`WholePrefix`), at equal batches;
-- text in, text out, every sentence of the split, greedy and beam 4 (α 0.6): our `Translator`,
+- text in, text out, every sentence of the split, greedy and beam 4 (α 0.6): our `Translator`
+  (its batches on single-threaded workers, and, as before them, one search on every thread),
   CTranslate2 (float32 and int8, converted by `export_ct2`; decoding as we do, and "native": one
   call, its own length limit and penalty, as its users run it) and `transformers` (the
   `MarianMTModel` of `export_hf`), each with its BLEU, all on `--threads` threads, one engine
@@ -26,6 +27,7 @@ Machines are noisy: compare ratios within one run, not seconds across runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import importlib.util
 import os
@@ -48,6 +50,7 @@ from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
 from annotated_transformer.decoding.simple import simple_greedy_decode
+from annotated_transformer.decoding.workers import cpu_quota
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.training.measure import timed
@@ -205,6 +208,11 @@ def _ours(translator: Translator, folder: Path, threads: int) -> Engine:
     return lambda german, beam: translator.translate(german, beam_size=beam, alpha=0.6)
 
 
+def _ours_one_search(translator: Translator, folder: Path, threads: int) -> Engine:
+    """Ours as before the workers: one search at a time on all `threads` (`workers=1`)."""
+    return _ours(dataclasses.replace(translator, workers=1), folder, threads)
+
+
 def _ours_int8(translator: Translator, folder: Path, threads: int) -> Engine:
     """Ours with int8 linear layers (`Translator.quantized`: PyTorch's dynamic quantization)."""
     return _ours(translator.quantized("int8"), folder, threads)
@@ -277,6 +285,7 @@ THEIRS = "its own length penalty, log P / length^0.6; its length limit"
 # name, the package it needs (None: ours), how to make it, how it ranks and stops
 ENGINES = (
     ("ours", None, _ours, OURS),
+    ("ours, one search", None, _ours_one_search, OURS),
     ("ours int8", None, _ours_int8, OURS),
     ("CTranslate2 float32", "ctranslate2", _ctranslate2("float32"), OURS),
     ("CTranslate2 int8", "ctranslate2", _ctranslate2("int8"), OURS),
@@ -332,6 +341,10 @@ def _ratios(timings: Timings) -> dict[str, float]:
         "streamed / whole, greedy": speed("greedy text, streamed") / speed("greedy text, whole"),
     }
     for how in ("greedy", "beam 4"):
+        if f"ours, one search, {how}" in timings.results:
+            ratios[f"ours / ours one search, {how}"] = speed(f"ours, {how}") / speed(
+                f"ours, one search, {how}"
+            )
         if f"ours int8, {how}" in timings.results:
             ratios[f"ours int8 / ours, {how}"] = speed(f"ours int8, {how}") / speed(f"ours, {how}")
     for other in ("CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
@@ -354,22 +367,6 @@ def busy(processes: int) -> Iterator[list[int]]:
         for loop in loops:
             loop.kill()
             loop.wait()
-
-
-def cpu_quota() -> float | None:
-    """The cgroup's CPU quota in cores (cgroup v2's cpu.max, v1's cfs files), None if unlimited
-    or unknown."""
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        return None if quota == "max" else round(int(quota) / int(period), 2)
-    except (OSError, ValueError):
-        pass
-    try:
-        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
-        return None if quota < 0 else round(quota / period, 2)
-    except (OSError, ValueError):
-        return None
 
 
 def machine(busy_niceness: list[int]) -> dict:

@@ -881,6 +881,8 @@ CASES = [
          "exit 2, names the bound"),
     Case("translate-max-tokens-zero", VALUE, (*TR, "--max-tokens", "0", SENTENCE), 2,
          "argument --max-tokens: expected a positive integer, got '0'", "exit 2"),
+    Case("translate-threads-zero", VALUE, (*TR, "--threads", "0", SENTENCE), 2,
+         "argument --threads: expected a positive integer, got '0'", "exit 2"),
     Case("translate-max-tokens-huge", VALUE,
          (*TR, "--max-tokens", "1180591620717411303424", SENTENCE), 2,
          "argument --max-tokens: expected a positive integer up to 1,048,576", "exit 2"),
@@ -1550,7 +1552,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 180
+IN_PROCESS_ROWS = 181
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 5,

@@ -43,6 +43,7 @@ class Translator:
     src_lang: str | None = None  # the source's tokenizer rules (default: config.languages[0])
     origin: dict = field(default_factory=dict)  # the checkpoint's path, step, training time
     max_tokens: int = 16384  # source positions per batch when translating (a k-th for k beams)
+    workers: int | None = None  # searches at once on a CPU (None: one per thread; `translate_ids`)
     bpe: BPETokenizer | None = None  # the shared BPE tokenizer of a tokenizer="bpe" run
 
     def __post_init__(self) -> None:
@@ -95,7 +96,7 @@ class Translator:
         outputs = translate_ids(
             self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,
             max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
-            progress=progress, search=search,
+            progress=progress, search=search, workers=self.workers,
         )  # fmt: skip
         return [self.detokenize(tokens) for tokens in outputs]
 

@@ -74,7 +74,9 @@ def _translator(args: argparse.Namespace):
         from annotated_transformer.exports.ct2 import CT2Translator
 
         _check_ct2_search(args, f"{args.checkpoint} is a CTranslate2 export")
-        translator = CT2Translator.open(args.checkpoint, device=args.device or "cpu")
+        threads = getattr(args, "threads", None) or 0  # (0: CTranslate2's own default)
+        translator = CT2Translator.open(args.checkpoint, device=args.device or "cpu",
+                                        threads=threads)  # fmt: skip
     else:
         translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     size, beam = len(translator.tgt_vocab), getattr(args, "beam", 1)
@@ -82,6 +84,7 @@ def _translator(args: argparse.Namespace):
         raise UsageError(f"--beam {beam}: larger than the model's target vocabulary ({size:,} "
                          f"tokens): give at most {size:,}")  # fmt: skip
     translator.max_tokens = getattr(args, "max_tokens", translator.max_tokens)
+    translator.workers = getattr(args, "threads", None) or translator.workers
     return translator
 
 
@@ -113,7 +116,7 @@ def _quantized(translator: Any, args: argparse.Namespace) -> Any:
     if translator.bpe is None:
         raise ValueError(f"{args.checkpoint}: --quantize ct2-int8 needs a run with the shared BPE "
                          f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
-    return CT2Translator.converted(translator, "int8")
+    return CT2Translator.converted(translator, "int8", threads=translator.workers or 0)
 
 
 def _ct2_export(path: str) -> bool:

@@ -369,6 +369,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "runs out (default: 16384)",
     )  # fmt: skip
     parser.add_argument(
+        "--threads", type=_count(high=1024),
+        help="CPU threads to decode on, each running its own batches (default: the threads "
+        "PyTorch may use, at most the cores this process may run on; see the chapter Serving)",
+    )  # fmt: skip
+    parser.add_argument(
         "--keep-greedy", action="store_true",
         help="let the greedy hypothesis compete with the beams (default: the plain beam "
         "search; see the chapter Decoding)",

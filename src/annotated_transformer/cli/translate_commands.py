@@ -312,7 +312,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     (words,) = translate_ids(
         translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
         max_tokens=translator.max_tokens, beam_size=args.beam, alpha=args.alpha,
-        keep_greedy=args.keep_greedy, search=args.search,
+        keep_greedy=args.keep_greedy, search=args.search, workers=translator.workers,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
     device = next(translator.model.parameters()).device

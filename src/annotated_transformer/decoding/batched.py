@@ -14,16 +14,29 @@ quick BLEU and the `Translator` both translate through `translate_ids`.
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.simple import check_beam_settings, check_search
+from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.model.masks import padding_mask
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
+
+
+def check_sizes(max_tokens: int, workers: int | None, beam_size: int, vocab_size: int) -> None:
+    """`translate_ids`'s guards: a beam no wider than the vocabulary, positive batch and workers."""
+    if beam_size > vocab_size:
+        raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
+                         f"({vocab_size} tokens): give at most {vocab_size}")  # fmt: skip
+    for name, value in (("max_tokens", max_tokens), ("workers", workers)):
+        if name == "workers" and value is None:
+            continue
+        if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 @torch.inference_mode()
@@ -39,6 +52,7 @@ def translate_ids(
     keep_greedy: bool = False,
     progress: bool = False,
     search: str = "k-finished",
+    workers: int | None = None,
 ) -> list[list[str]]:
     """Translations of encoded sources (each (n,), ending with `</s>`), as target tokens.
 
@@ -46,38 +60,40 @@ def translate_ids(
     greedy decoding. Sources are batched by length, at most `max_tokens` source positions per
     batch for greedy and a k-th of that for k beams. An output has at most n + EXTRA_LENGTH
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
-    `keep_greedy` and `search` are `beam_search`'s; `progress` shows a bar.
+    `keep_greedy` and `search` are `beam_search`'s; `progress` shows a bar. `workers` searches
+    run at once, each on one CPU thread (default `decoding_workers`: on a CPU, one per thread
+    PyTorch may use; on a GPU, one); the translations are the same for any number.
     """
     beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
     check_search(search, keep_greedy)
-    if beam_size > len(tgt_vocab):
-        raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
-                         f"({len(tgt_vocab)} tokens): give at most {len(tgt_vocab)}")  # fmt: skip
-    if isinstance(max_tokens, bool) or not hasattr(max_tokens, "__index__") or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    check_sizes(max_tokens, workers, beam_size, len(tgt_vocab))
     if len(sources) == 0:
         return []
     model.eval()
     device = next(model.parameters()).device
     lengths = torch.tensor([len(s) for s in sources])
     order = torch.argsort(lengths, stable=True).tolist()
-    out: list[list[str]] = [[] for _ in sources]
     budget = max(max_tokens // beam_size, 1)
     batches = [b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), budget) if b]
-    for indices in tqdm(batches, desc="translate", unit="batch", disable=not progress):
-        src = nn.utils.rnn.pad_sequence(
-            [sources[i] for i in indices], batch_first=True, padding_value=PAD_ID
-        ).to(device)  # (B, S)
+    workers = workers or decoding_workers(device)
+
+    def search_piece(piece: tuple[list[int], int]) -> list[list[int]]:
+        indices, batch = piece
+        width = int(lengths[batches[batch]].max())  # the whole batch's S, for any piece of it
+        src = nn.utils.rnn.pad_sequence([sources[i] for i in indices], batch_first=True,
+                                        padding_value=PAD_ID)  # fmt: skip
+        src = F.pad(src, (0, width - src.size(1)), value=PAD_ID).to(device)  # (B, S)
         limits = (lengths[indices] + 1 + EXTRA_LENGTH).clamp(max=max_len)  # (B,): <s> + n + 50
         mask = padding_mask(src, PAD_ID)  # (B, 1, S)
         if beam_size == 1:
-            rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
-        else:
-            found = beam_search(
-                model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha,
-                keep_greedy=keep_greedy, search=search,
-            )  # fmt: skip
-            rows = [hypotheses[0][0] for hypotheses in found]
+            return greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
+        found = beam_search(model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha,
+                            keep_greedy=keep_greedy, search=search)  # fmt: skip
+        return [hypotheses[0][0] for hypotheses in found]
+
+    out: list[list[str]] = [[] for _ in sources]
+    for (indices, _), rows in run_searches(search_piece, pieces(batches, workers), workers,
+                                           progress):  # fmt: skip
         for i, row in zip(indices, rows, strict=True):
             out[i] = tgt_vocab.decode(row)
     return out

@@ -1,0 +1,75 @@
+"""Decoding on single-threaded workers (chapter "Serving the model", `decoding.workers`): the same
+translations for any number of workers and threads, and the workers' own bookkeeping."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.decoding import workers as workers_module
+from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.workers import decoding_workers, pieces, usable_cores
+from annotated_transformer.translator import Translator
+
+RECORDS = Path(__file__).resolve().parents[1] / "results" / "release"
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Translator:
+    return Translator.pretrained(device="cpu")
+
+
+@pytest.fixture
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("threads", "workers"), [(1, 1), (2, 1), (2, 2)])
+def test_test2016_translates_byte_for_byte_as_recorded(shipped, data_dir, restore_threads,
+                                                       threads, workers):  # fmt: skip
+    """All 1,000 sentences, greedy and beam 4: one search on 1 or 2 threads, or 2 workers."""
+    german = [de for de, _ in read_split("test2016", data_dir)]
+    torch.set_num_threads(threads)
+    for beam, name in ((1, "greedy"), (4, "beam4")):
+        recorded = (RECORDS / f"test2016-shipped-{name}.en").read_text(encoding="utf-8")
+        found = translate_ids(shipped.model, shipped.encode(german), shipped.tgt_vocab,
+                              max_len=shipped.config.model.max_len, max_tokens=shipped.max_tokens,
+                              beam_size=beam, workers=workers)  # fmt: skip
+        lines = [shipped.detokenize(tokens) for tokens in found]
+        assert lines == recorded.splitlines(), (threads, workers, name)
+        assert torch.get_num_threads() == threads  # the workers' threads left as they were
+
+
+def test_pieces_split_the_largest_batch_until_each_worker_has_two():
+    batches = [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9]]
+    assert pieces(batches, 1) == [(batches[0], 0), (batches[1], 1)]  # one worker: as they are
+    found = pieces(batches, 2)
+    assert len(found) == 4 and [i for p, _ in found for i in p] == list(range(10))  # in order
+    assert [b for _, b in found] == [0, 0, 0, 1]  # each piece names the batch it came from
+    assert pieces([[0]], 4) == [([0], 0)]  # a sentence is not split
+
+
+def test_the_default_is_one_worker_per_thread_at_most_the_cores(monkeypatch, restore_threads):
+    assert decoding_workers(torch.device("meta")) == 1  # not a CPU: one search at a time
+    torch.set_num_threads(2)
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 1)
+    assert decoding_workers(torch.device("cpu")) == 1
+    monkeypatch.setattr(workers_module, "usable_cores", lambda: 8)
+    assert decoding_workers(torch.device("cpu")) == 2
+
+
+def test_usable_cores_follows_the_cpu_quota(monkeypatch):
+    monkeypatch.setattr(workers_module, "cpu_quota", lambda: 1.5)
+    assert usable_cores() == 1
+    monkeypatch.setattr(workers_module, "cpu_quota", lambda: None)
+    assert usable_cores() == len(workers_module.os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_workers_must_be_a_positive_integer(shipped, bad):
+    (src,) = shipped.encode(["Ein Hund."])
+    with pytest.raises(ValueError, match=f"workers must be a positive integer, got {bad!r}"):
+        translate_ids(shipped.model, [src], shipped.tgt_vocab, max_len=64, workers=bad)
