@@ -34,4 +34,3 @@ def test_the_record_holds_every_way_idle_and_busy(tmp_path, monkeypatch, capsys)
     assert record["machine"]["busy"]["busy_niceness"] == [0]
     assert record["command"].startswith("python benchmarks/decoding_threads.py --rounds 2")
     assert "busy/idle" in capsys.readouterr().out
-

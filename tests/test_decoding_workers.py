@@ -1,6 +1,7 @@
 """Decoding on single-threaded workers (chapter "Serving the model", `decoding.workers`): the same
 translations for any number of workers and threads, and the workers' own bookkeeping."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,12 @@ import torch
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import workers as workers_module
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.decoding.workers import decoding_workers, pieces, usable_cores
+from annotated_transformer.decoding.workers import (
+    decoding_workers,
+    pieces,
+    run_searches,
+    usable_cores,
+)
 from annotated_transformer.translator import Translator
 
 RECORDS = Path(__file__).resolve().parents[1] / "results" / "release"
@@ -73,3 +79,20 @@ def test_workers_must_be_a_positive_integer(shipped, bad):
     (src,) = shipped.encode(["Ein Hund."])
     with pytest.raises(ValueError, match=f"workers must be a positive integer, got {bad!r}"):
         translate_ids(shipped.model, [src], shipped.tgt_vocab, max_len=64, workers=bad)
+
+
+def test_an_error_stops_the_jobs_not_yet_begun(restore_threads):
+    """A failing search (or Ctrl-C) ends the run: the queued jobs never run."""
+    ran = []
+
+    def search(job: int) -> list:
+        if job == 0:
+            raise MemoryError("a batch too large")
+        time.sleep(0.01)
+        ran.append(job)
+        return []
+
+    threads = torch.get_num_threads()
+    with pytest.raises(MemoryError, match="a batch too large"):
+        list(run_searches(search, list(range(100)), workers=2))
+    assert len(ran) < 99 and torch.get_num_threads() == threads

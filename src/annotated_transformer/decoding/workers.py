@@ -88,11 +88,12 @@ def run_searches(
         with torch.inference_mode():  # (a mode of the thread that enters it)
             return job, search(job)
 
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="translate")
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="translate") as pool:
-            for done in pool.map(one, jobs):
-                yield done
-                bar.update()
-    finally:
+        for done in pool.map(one, jobs):
+            yield done
+            bar.update()
+    finally:  # on an error or Ctrl-C, the jobs not yet begun never run
+        pool.shutdown(cancel_futures=True)
         torch.set_num_threads(threads)  # the workers' calls also changed the process's default
         bar.close()
