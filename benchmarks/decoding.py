@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import ct2_sweep
 import torch
 from common import command, now, padded, run_main, versions, write_report
 from torch import Tensor, nn
@@ -230,23 +231,11 @@ def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]
 
 def _ctranslate2_native(quantization: str) -> Callable[[Translator, Path, int], Engine]:
     """CTranslate2 as its users call it: every sentence in one `translate_batch`, its own length
-    limit (max_len) and length penalty (log P / |Y|^α)."""
+    limit (max_len) and length penalty (log P / |Y|^α), at its defaults."""
 
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
-        from annotated_transformer.exports.ct2 import CT2Translator
-
-        engine = CT2Translator.converted(translator, quantization, threads=threads)
-        limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
-
-        def translate(german: list[str], beam: int) -> list[str]:
-            # Our pieces without `</s>`: CTranslate2 appends it (add_source_eos in config.json)
-            tokens = [[engine.src_vocab.itos[i] for i in ids.tolist()[:-1]]
-                      for ids in engine.encode(german)]  # fmt: skip
-            found = engine.model.translate_batch(tokens, beam_size=beam, length_penalty=0.6,
-                                                 max_decoding_length=limit)  # fmt: skip
-            return [engine.detokenize(result.hypotheses[0]) for result in found]
-
-        return translate
+        export = ct2_sweep.export(translator, quantization, folder)
+        return ct2_sweep.Native(export, translator, ct2_sweep.SETTINGS[0], threads)
 
     return make
 
@@ -282,6 +271,7 @@ def _transformers(translator: Translator, folder: Path, threads: int) -> Engine:
 
 OURS = "GNMT length penalty, alpha 0.6; length limit source + 50"
 THEIRS = "its own length penalty, log P / length^0.6; its length limit"
+TUNED = f"{THEIRS}; the fastest settings of this run's sweep"
 # name, the package it needs (None: ours), how to make it, how it ranks and stops
 ENGINES = (
     ("ours", None, _ours, OURS),
@@ -302,10 +292,11 @@ ENGINES = (
 
 def _time_engines(
     timings: Timings, translator: Translator, pairs: list, threads: int, rounds: int
-) -> None:
+) -> dict:
     """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4, in
     `rounds` rounds (engine after engine, so that a slow minute of the machine is shared); every
-    row reports its median."""
+    row reports its median. CTranslate2's settings are swept first (`ct2_sweep`), and its
+    "tuned" rows use the fastest; returns the sweep."""
     german, english = [de for de, _ in pairs], [en for _, en in pairs]
     engines = []
     for name, package, make, ranking in ENGINES:
@@ -313,7 +304,13 @@ def _time_engines(
             print(f"{name}: left out ({package} is not installed: the [serve] extra)")
         else:
             engines.append((name, make, ranking))
+    swept: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch:
+        if importlib.util.find_spec("ctranslate2"):  # its fastest settings, then its rows
+            swept = ct2_sweep.sweep(translator, german, threads, Path(scratch))
+            for quantization in ("float32", "int8"):
+                engines.append((f"CTranslate2 {quantization} tuned",
+                                ct2_sweep.tuned(quantization, swept), TUNED))  # fmt: skip
         for _ in range(rounds):
             for name, make, ranking in engines:
                 note = f"text in, text out, {threads} threads, {ranking}, median of {rounds}"
@@ -324,6 +321,7 @@ def _time_engines(
                                  note, english)  # fmt: skip
                 del engine
                 gc.collect()  # its threads and memory gone before the next engine starts
+    return swept
 
 
 def _ratios(timings: Timings) -> dict[str, float]:
@@ -348,7 +346,8 @@ def _ratios(timings: Timings) -> dict[str, float]:
         if f"ours int8, {how}" in timings.results:
             ratios[f"ours int8 / ours, {how}"] = speed(f"ours int8, {how}") / speed(f"ours, {how}")
     for other in ("CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
-                  "CTranslate2 int8 native", "transformers"):  # fmt: skip
+                  "CTranslate2 int8 native", "CTranslate2 float32 tuned", "CTranslate2 int8 tuned",
+                  "transformers"):  # fmt: skip
         for how in ("greedy", "beam 4"):
             if f"{other}, {how}" in timings.results:
                 ratios[f"ours / {other}, {how}"] = speed(f"ours, {how}") / speed(f"{other}, {how}")
@@ -410,10 +409,11 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
             max_len = translator.config.model.max_len
             _time_equal_batches(timings, model, sources, few, args.batch, max_len)
             _time_streaming(timings, translator, [s for s, _ in pairs])
+    swept = {}
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:
-        _time_engines(timings, translator, pairs, args.threads, args.rounds)
+        swept = _time_engines(timings, translator, pairs, args.threads, args.rounds)
     ratios = _ratios(timings)
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
@@ -428,6 +428,7 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
         "rounds": args.rounds,
         "machine": {"before": state["before"], "during": machine(state["niceness"])},
         "results": timings.results,
+        "ctranslate2_sweep": swept,
         "ratios": {name: round(value, 2) for name, value in ratios.items()},
         "versions": versions(),
         "date": now(),

@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import ct2_sweep
 import decoding as decoding_benchmark
 import pytest
 import torch
@@ -250,9 +251,10 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     assert f"wrote {out}" in printed
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
-    assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "date", "device",
-                              "machine", "ratios", "results", "rounds", "sentences", "split",
-                              "versions"]  # fmt: skip
+    assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "ctranslate2_sweep",
+                              "date", "device", "machine", "ratios", "results", "rounds",
+                              "sentences", "split", "versions"]  # fmt: skip
+    assert record["ctranslate2_sweep"] == {}  # no other engine for word vocabularies
     during = record["machine"]["during"]  # issue 50: what the machine let it use
     assert during["busy_niceness"] == [0] and record["machine"]["before"]["busy_niceness"] == []
     assert during["cores_allowed"] >= 1 and len(during["load_average"]) == 3
@@ -281,7 +283,8 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
     assert decoding_benchmark.main(args) == 0
     record = json.loads(out.read_text())
     engines = ["ours", "CTranslate2 float32", "CTranslate2 int8", "CTranslate2 float32 native",
-               "CTranslate2 int8 native", "transformers", "ours int8"]  # fmt: skip
+               "CTranslate2 int8 native", "CTranslate2 float32 tuned", "CTranslate2 int8 tuned",
+               "transformers", "ours int8", "ours, one search"]  # fmt: skip
     rows = {f"{name}, {how}" for name in engines for how in ("greedy", "beam 4")}
     assert rows <= set(record["results"])
     assert all(record["results"][row]["sentences"] == 6 for row in rows)
@@ -291,9 +294,18 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
         record["results"][f"CTranslate2 float32, {how}"]["bleu"] for how in ("greedy", "beam 4")
     ]
     assert float32 == [record["results"][f"ours, {how}"]["bleu"] for how in ("greedy", "beam 4")]
-    others = [f"ours / {name}, {how}" for name in engines[1:-1] for how in ("greedy", "beam 4")]
+    others = [f"ours / {name}, {how}" for name in engines[1:-2] for how in ("greedy", "beam 4")]
     assert set(others) <= set(record["ratios"])
     assert {"ours int8 / ours, greedy", "ours int8 / ours, beam 4"} <= set(record["ratios"])
+    for how in ("greedy", "beam 4"):  # the workers translate as one search does
+        assert (
+            record["results"][f"ours, one search, {how}"]["bleu"]
+            == (record["results"][f"ours, {how}"]["bleu"])
+        )
+        for quantization in ("float32", "int8"):  # every setting of CTranslate2's sweep, timed
+            swept = record["ctranslate2_sweep"][quantization][how]
+            assert len(swept) == len(ct2_sweep.SETTINGS)
+            assert all(row["sentences_per_second"] > 0 for row in swept)
 
 
 def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):
