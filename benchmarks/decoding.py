@@ -28,14 +28,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gc
 import importlib.util
+import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -105,6 +109,12 @@ class Timings:
         Timed again under the same name, a row keeps every time and reports their median."""
         out: list = []
         seconds = timed(lambda: out.append(work()), self.device)
+        self.record(name, seconds, sentences, note, out[0] if references else None, references)
+
+    def record(self, name: str, seconds: float, sentences: int, note: str,
+               translations: list[str] | None = None,
+               references: list[str] | None = None) -> None:  # fmt: skip
+        """Add one time of row `name` (measured elsewhere), and the BLEU of its translations."""
         every = [*self.results.get(name, {}).get("every_seconds", []), round(seconds, 3)]
         median = statistics.median(every)
         self.results[name] = {
@@ -117,7 +127,7 @@ class Timings:
         }
         score = ""
         if references is not None:
-            found = bleu(out[0], references)
+            found = bleu(translations, references)
             self.results[name]["bleu"] = round(found.score, 2)
             score = f"  BLEU {found.score:5.2f}"
         print(
@@ -290,37 +300,79 @@ ENGINES = (
 )
 
 
-def _time_engines(
-    timings: Timings, translator: Translator, pairs: list, threads: int, rounds: int
-) -> dict:
+@functools.cache
+def _translator(checkpoint: str | None, device: str | None) -> Translator:
+    """The model to translate with, loaded once per process."""
+    if checkpoint is None:
+        return Translator.pretrained(device=device)
+    return Translator.from_checkpoint(checkpoint, device=device)
+
+
+def _engine_round(job: dict, translator: Translator | None = None) -> dict:
+    """One round of one engine, `job["name"]`: made, warmed up, then every sentence greedy and
+    with 4 beams; returns (seconds, translations) of each. `job` holds what a fresh process
+    needs (CTranslate2's run in one of their own: see `_time_engines`)."""
+    torch.set_num_threads(job["threads"])
+    translator = translator or _translator(job["checkpoint"], job["device"])
+    if job["name"].endswith(" tuned"):  # "CTranslate2 float32 tuned": the sweep's fastest
+        make = ct2_sweep.tuned(job["name"].split()[1], job["swept"])
+    else:
+        make = next(make for name, _, make, _ in ENGINES if name == job["name"])
+    engine, german = make(translator, Path(job["scratch"]), job["threads"]), job["german"]
+    engine(german[:20], 4)  # warm up
+    found = {}
+    for beam, how in ((1, "greedy"), (4, "beam 4")):
+        start = time.perf_counter()
+        translations = engine(german, beam)
+        found[how] = (time.perf_counter() - start, translations)
+    return found
+
+
+def _sweep(job: dict) -> dict:
+    """`ct2_sweep.sweep` for `_time_engines`, in CTranslate2's process."""
+    translator = _translator(job["checkpoint"], job["device"])
+    return ct2_sweep.sweep(translator, job["german"], job["threads"], Path(job["scratch"]))
+
+
+def _time_engines(timings: Timings, translator: Translator, pairs: list, job: dict,
+                  rounds: int) -> dict:  # fmt: skip
     """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4, in
     `rounds` rounds (engine after engine, so that a slow minute of the machine is shared); every
     row reports its median. CTranslate2's settings are swept first (`ct2_sweep`), and its
-    "tuned" rows use the fastest; returns the sweep."""
+    "tuned" rows use the fastest; returns the sweep.
+
+    CTranslate2 runs in a process of its own, started once: in ours, the PyTorch decoding that
+    came after it ran up to a third slower (its OpenMP runtime beside PyTorch's), which would
+    have charged CTranslate2's cost to the rows of ours. `job` holds the checkpoint, device and
+    threads for it."""
     german, english = [de for de, _ in pairs], [en for _, en in pairs]
     engines = []
-    for name, package, make, ranking in ENGINES:
+    for name, package, _, ranking in ENGINES:
         if package and not importlib.util.find_spec(package):
             print(f"{name}: left out ({package} is not installed: the [serve] extra)")
         else:
-            engines.append((name, make, ranking))
+            engines.append((name, package, ranking))
     swept: dict = {}
-    with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch:
+    spawn = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch, \
+            ProcessPoolExecutor(1, mp_context=spawn) as other:  # fmt: skip
+        job = {**job, "german": german, "scratch": scratch}
         if importlib.util.find_spec("ctranslate2"):  # its fastest settings, then its rows
-            swept = ct2_sweep.sweep(translator, german, threads, Path(scratch))
-            for quantization in ("float32", "int8"):
-                engines.append((f"CTranslate2 {quantization} tuned",
-                                ct2_sweep.tuned(quantization, swept), TUNED))  # fmt: skip
+            swept = other.submit(_sweep, job).result()
+            engines += [(f"CTranslate2 {q} tuned", "ctranslate2", TUNED)
+                        for q in ("float32", "int8")]  # fmt: skip
         for _ in range(rounds):
-            for name, make, ranking in engines:
-                note = f"text in, text out, {threads} threads, {ranking}, median of {rounds}"
-                engine = make(translator, Path(scratch), threads)
-                engine(german[:20], 4)  # warm up
-                for beam, how in ((1, "greedy"), (4, "beam 4")):
-                    timings.time(f"{name}, {how}", partial(engine, german, beam), len(german),
-                                 note, english)  # fmt: skip
-                del engine
-                gc.collect()  # its threads and memory gone before the next engine starts
+            for name, package, ranking in engines:
+                one = {**job, "name": name, "swept": swept}
+                if package == "ctranslate2":
+                    found = other.submit(_engine_round, one).result()
+                else:
+                    found = _engine_round(one, translator)
+                    gc.collect()  # its threads and memory gone before the next engine starts
+                note = f"text in, text out, {job['threads']} threads, {ranking}, median of {rounds}"
+                for how, (seconds, translations) in found.items():
+                    timings.record(f"{name}, {how}", seconds, len(german), note, translations,
+                                   english)  # fmt: skip
     return swept
 
 
@@ -413,7 +465,8 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:
-        swept = _time_engines(timings, translator, pairs, args.threads, args.rounds)
+        job = {"checkpoint": args.checkpoint, "device": args.device, "threads": args.threads}
+        swept = _time_engines(timings, translator, pairs, job, args.rounds)
     ratios = _ratios(timings)
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")

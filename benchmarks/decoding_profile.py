@@ -1,0 +1,208 @@
+"""Where a decoding step's time goes: one worker's searches under `torch.profiler`, per step.
+
+    python benchmarks/decoding_profile.py --output results/bench-decoding-profile-cpu.json
+
+The model that ships with the package translates every sentence of test2016 the way one of
+`translate_ids`'s workers does (one search at a time on one CPU thread), greedy and beam 4, in
+float32 and with its linear layers in int8 (`Translator.quantized`). For each it records:
+
+- the decoder steps, the rows they fed, and each step's time against its rows: a least-squares
+  line `seconds = fixed + per_row × rows`. `fixed` is what a step costs whatever its rows, which
+  is what continuous batching (refilling a finished sentence's row from the queue) could share
+  out: the record keeps the bound `fixed × (steps − row_steps / width)`, the steps it would save
+  at most, as a share of the time;
+- `torch.profiler`'s operators, per step: their self time in groups (the linear layers' matrix
+  products, attention's, softmax, the cache's gathers and appends, the search, the rest), the
+  time outside any operator (Python and the search's bookkeeping), and the top operators.
+
+The profiler slows what it watches: its times are shares, the unprofiled run gives the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import torch
+from common import command, now, run_main, versions, write_report
+from torch.profiler import ProfilerActivity, profile
+
+from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.decoding import search
+from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.translator import Translator
+from annotated_transformer.util.device import describe_device
+
+# group: the operators whose self time it sums (the rest are "other operators")
+GROUPS = {
+    "linear layers' matrix products": ("aten::addmm", "aten::mm", "quantized::linear_dynamic"),
+    "attention's matrix products": ("aten::bmm",),
+    "softmax and log-softmax": ("aten::_softmax", "aten::_log_softmax"),
+    "cache: gathers and appends": ("aten::index_select", "aten::cat", "aten::copy_"),
+    "search: argmax, top-k, masks": (
+        "aten::argmax",
+        "aten::max",
+        "aten::topk",
+        "aten::amax",
+        "aten::nonzero",
+        "aten::searchsorted",
+        "aten::gather",
+        "aten::index",
+        "aten::index_put_",
+        "aten::eq",
+        "aten::ne",
+        "aten::gt",
+        "aten::lt",
+        "aten::isfinite",
+        "aten::bitwise_and",
+        "aten::sum",
+        "aten::_local_scalar_dense",
+    ),
+    "layer norm, ReLU, residuals, masking": (
+        "aten::native_layer_norm",
+        "aten::add",
+        "aten::clamp_min",
+        "aten::relu",
+        "aten::masked_fill_",
+        "aten::div",
+        "aten::mul",
+    ),
+}
+OUTSIDE = "outside any operator (Python, bookkeeping)"
+
+
+class Steps:
+    """`search.decode_step`, watched in both searches: each call's rows, cache length, seconds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, float]] = []  # (rows, cache length, seconds)
+        self.original = search.decode_step
+
+    def __enter__(self) -> Steps:
+        def timed_step(model, tokens, cache):  # the same call, timed
+            start = time.perf_counter()
+            out = self.original(model, tokens, cache)
+            self.calls.append((tokens.numel(), cache.length, time.perf_counter() - start))
+            return out
+
+        search.decode_step = timed_step
+        inspect.unwrap(search.beam_search).__kwdefaults__["step"] = timed_step
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        search.decode_step = self.original
+        inspect.unwrap(search.beam_search).__kwdefaults__["step"] = self.original
+
+    def summary(self, seconds: float) -> dict:
+        """Steps, rows, the fitted line and the bound on what continuous batching could save."""
+        rows = torch.tensor([r for r, _, _ in self.calls], dtype=torch.float64)
+        times = torch.tensor([s for _, _, s in self.calls], dtype=torch.float64)
+        design = torch.stack([torch.ones_like(rows), rows], dim=1)  # (steps, 2)
+        fixed, per_row = torch.linalg.lstsq(design, times.unsqueeze(1)).solution.flatten()
+        widths, width = [], 0  # each search's widest step: the rows its batch could hold
+        for r, length, _ in self.calls:
+            if length == 0 and width:  # a new search begins
+                widths.append(width)
+                width = 0
+            width = max(width, r)
+        widths.append(width)
+        steps, row_steps = len(self.calls), float(rows.sum())
+        saved = max(0.0, float(fixed) * (steps - row_steps / (sum(widths) / len(widths))))
+        return {"steps": steps, "row_steps": int(row_steps), "searches": len(widths),
+                "mean_width": round(sum(widths) / len(widths), 1),
+                "step_seconds": round(float(times.sum()), 3),
+                "fixed_ms_per_step": round(float(fixed) * 1e3, 3),
+                "per_row_us": round(float(per_row) * 1e6, 3),
+                "continuous_batching_bound": round(saved / seconds, 3)}  # fmt: skip
+
+
+def operator_table(prof: profile, steps: int, seconds: float) -> dict:
+    """The profiler's operators per step: grouped self times and their shares, and the top 12."""
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events) / 1e6  # seconds inside operators
+    grouped = dict.fromkeys([*GROUPS, "other operators"], 0.0)
+    for event in events:
+        group = next((g for g, names in GROUPS.items() if event.key in names), "other operators")
+        grouped[group] += event.self_cpu_time_total / 1e6
+    grouped[OUTSIDE] = max(0.0, seconds - total)
+    whole = sum(grouped.values())
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    return {
+        "groups": {
+            g: {"ms_per_step": round(s * 1e3 / steps, 3), "share": round(s / whole, 3)}
+            for g, s in grouped.items()
+        },
+        "top_operators": [
+            {
+                "name": e.key,
+                "calls_per_step": round(e.count / steps, 2),
+                "us_per_step": round(e.self_cpu_time_total / steps, 1),
+                "share": round(e.self_cpu_time_total / 1e6 / whole, 3),
+            }
+            for e in top
+        ],
+    }
+
+
+def measure(translate: Callable[[], object]) -> dict:
+    """One unprofiled run (its steps timed) and one profiled run of `translate`."""
+    translate()  # warm up: the first call pays for allocations
+    with Steps() as steps:
+        start = time.perf_counter()
+        translate()
+        seconds = time.perf_counter() - start
+    with Steps() as counted, profile(activities=[ProfilerActivity.CPU]) as prof:
+        profiled_start = time.perf_counter()
+        translate()
+        profiled = time.perf_counter() - profiled_start
+    table = operator_table(prof, len(counted.calls), profiled)
+    return {"seconds": round(seconds, 3), "profiled_seconds": round(profiled, 3),
+            **steps.summary(seconds), **table}  # fmt: skip
+
+
+def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    torch.set_num_threads(1)  # one worker's thread
+    translator = Translator.pretrained(device="cpu")
+    pairs = read_split(args.split, args.data_dir)[: args.limit]
+    sources = translator.encode([s for s, _ in pairs])
+    results = {}
+    for kind, model in (("float32", translator.model),
+                        ("int8", translator.quantized("int8").model)):  # fmt: skip
+        for beam, how in ((1, "greedy"), (4, "beam 4")):
+            run = partial(translate_ids, model, sources, translator.tgt_vocab,
+                          max_len=translator.config.model.max_len,
+                          max_tokens=translator.max_tokens, beam_size=beam, workers=1)  # fmt: skip
+            found = results[f"{kind}, {how}"] = measure(run)
+            print(
+                f"{kind}, {how}: {len(sources) / found['seconds']:.1f} sentences/s, "
+                f"{found['steps']} steps, {found['fixed_ms_per_step']} ms fixed per step"
+            )
+            for group, row in found["groups"].items():
+                print(f"  {group:<44} {row['ms_per_step']:8.3f} ms/step {row['share']:6.1%}")
+    report = {"benchmark": "decoding_profile", "command": command("decoding_profile.py", argv),
+              "split": args.split, "sentences": len(sources), "threads": 1, "workers": 1,
+              "max_tokens": translator.max_tokens, "device": describe_device(torch.device("cpu")),
+              "results": results, "versions": versions(), "date": now()}  # fmt: skip
+    write_report(report, args.output)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="decoding_profile.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--split", default="test2016")
+    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    parser.add_argument("--output", help="write the results as JSON here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(build_parser(), bench_profile, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
