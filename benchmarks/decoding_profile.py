@@ -6,6 +6,8 @@ The model that ships with the package translates every sentence of test2016 the 
 `translate_ids`'s workers does (one search at a time on one CPU thread), greedy and beam 4, in
 float32 and with its linear layers in int8 (`Translator.quantized`). For each it records:
 
+- the seconds in the encoder (once per sentence) and in the decoder's steps (the rest is the
+  searches' own work between steps, and batching);
 - the decoder steps, the rows they fed, and each step's time against its rows: a least-squares
   line `seconds = fixed + per_row × rows`. `fixed` is what a step costs whatever its rows, which
   is what continuous batching (refilling a finished sentence's row from the queue) could share
@@ -29,6 +31,7 @@ from functools import partial
 
 import torch
 from common import command, now, run_main, versions, write_report
+from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from annotated_transformer.data.multi30k import read_split
@@ -76,11 +79,13 @@ OUTSIDE = "outside any operator (Python, bookkeeping)"
 
 
 class Steps:
-    """`search.decode_step`, watched in both searches: each call's rows, cache length, seconds."""
+    """`search.decode_step` (in both searches) and `model.encode`, watched: each step's rows,
+    cache length and seconds, and the encoder's seconds in all."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: nn.Module | None = None) -> None:
         self.calls: list[tuple[int, int, float]] = []  # (rows, cache length, seconds)
-        self.original = search.decode_step
+        self.encoder_seconds = 0.0
+        self.model, self.original = model, search.decode_step
 
     def __enter__(self) -> Steps:
         def timed_step(model, tokens, cache):  # the same call, timed
@@ -89,13 +94,23 @@ class Steps:
             self.calls.append((tokens.numel(), cache.length, time.perf_counter() - start))
             return out
 
+        def timed_encode(*args):
+            start = time.perf_counter()
+            out = type(self.model).encode(self.model, *args)
+            self.encoder_seconds += time.perf_counter() - start
+            return out
+
         search.decode_step = timed_step
         inspect.unwrap(search.beam_search).__kwdefaults__["step"] = timed_step
+        if self.model is not None:
+            self.model.encode = timed_encode  # this model's only, until the block ends
         return self
 
     def __exit__(self, *exc: object) -> None:
         search.decode_step = self.original
         inspect.unwrap(search.beam_search).__kwdefaults__["step"] = self.original
+        if self.model is not None:
+            del self.model.encode
 
     def summary(self, seconds: float) -> dict:
         """Steps, rows, the fitted line and the bound on what continuous batching could save."""
@@ -112,7 +127,8 @@ class Steps:
         widths.append(width)
         steps, row_steps = len(self.calls), float(rows.sum())
         saved = max(0.0, float(fixed) * (steps - row_steps / (sum(widths) / len(widths))))
-        return {"steps": steps, "row_steps": int(row_steps), "searches": len(widths),
+        return {"encoder_seconds": round(self.encoder_seconds, 3), "steps": steps,
+                "row_steps": int(row_steps), "searches": len(widths),
                 "mean_width": round(sum(widths) / len(widths), 1),
                 "step_seconds": round(float(times.sum()), 3),
                 "fixed_ms_per_step": round(float(fixed) * 1e3, 3),
@@ -148,10 +164,11 @@ def operator_table(prof: profile, steps: int, seconds: float) -> dict:
     }
 
 
-def measure(translate: Callable[[], object]) -> dict:
-    """One unprofiled run (its steps timed) and one profiled run of `translate`."""
+def measure(model: nn.Module, translate: Callable[[], object]) -> dict:
+    """One unprofiled run (its steps and encoder timed) and one profiled run of `translate`,
+    which translates with `model`."""
     translate()  # warm up: the first call pays for allocations
-    with Steps() as steps:
+    with Steps(model) as steps:
         start = time.perf_counter()
         translate()
         seconds = time.perf_counter() - start
@@ -176,7 +193,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
             run = partial(translate_ids, model, sources, translator.tgt_vocab,
                           max_len=translator.config.model.max_len,
                           max_tokens=translator.max_tokens, beam_size=beam, workers=1)  # fmt: skip
-            found = results[f"{kind}, {how}"] = measure(run)
+            found = results[f"{kind}, {how}"] = measure(model, run)
             print(
                 f"{kind}, {how}: {len(sources) / found['seconds']:.1f} sentences/s, "
                 f"{found['steps']} steps, {found['fixed_ms_per_step']} ms fixed per step"

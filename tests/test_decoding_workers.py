@@ -51,11 +51,10 @@ def test_test2016_translates_byte_for_byte_as_recorded(shipped, data_dir, restor
 
 def test_pieces_split_the_largest_batch_until_each_worker_has_two():
     batches = [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9]]
-    assert pieces(batches, 1) == [(batches[0], 0), (batches[1], 1)]  # one worker: as they are
+    assert pieces(batches, 1) == batches  # one worker: as they are
     found = pieces(batches, 2)
-    assert len(found) == 4 and [i for p, _ in found for i in p] == list(range(10))  # in order
-    assert [b for _, b in found] == [0, 0, 0, 1]  # each piece names the batch it came from
-    assert pieces([[0]], 4) == [([0], 0)]  # a sentence is not split
+    assert found == [[0, 1], [2, 3], [4, 5, 6, 7], [8, 9]]  # in order, the largest halved
+    assert pieces([[0]], 4) == [[0]]  # a sentence is not split
 
 
 def test_the_default_is_one_worker_per_thread_at_most_the_cores(monkeypatch, restore_threads):

@@ -14,7 +14,6 @@ quick BLEU and the `Translator` both translate through `translate_ids`.
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.data.sampler import fill_batches
@@ -32,9 +31,8 @@ def check_sizes(max_tokens: int, workers: int | None, beam_size: int, vocab_size
     if beam_size > vocab_size:
         raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
                          f"({vocab_size} tokens): give at most {vocab_size}")  # fmt: skip
-    for name, value in (("max_tokens", max_tokens), ("workers", workers)):
-        if name == "workers" and value is None:
-            continue
+    positive = {"max_tokens": max_tokens, **({} if workers is None else {"workers": workers})}
+    for name, value in positive.items():
         if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
@@ -77,12 +75,10 @@ def translate_ids(
     batches = [b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), budget) if b]
     workers = workers or decoding_workers(device)
 
-    def search_piece(piece: tuple[list[int], int]) -> list[list[int]]:
-        indices, batch = piece
-        width = int(lengths[batches[batch]].max())  # the whole batch's S, for any piece of it
+    def search_piece(indices: list[int]) -> list[list[int]]:
+        # (B, S): the piece's sentences, padded to the longest of them
         src = nn.utils.rnn.pad_sequence([sources[i] for i in indices], batch_first=True,
-                                        padding_value=PAD_ID)  # fmt: skip
-        src = F.pad(src, (0, width - src.size(1)), value=PAD_ID).to(device)  # (B, S)
+                                        padding_value=PAD_ID).to(device)  # fmt: skip
         limits = (lengths[indices] + 1 + EXTRA_LENGTH).clamp(max=max_len)  # (B,): <s> + n + 50
         mask = padding_mask(src, PAD_ID)  # (B, 1, S)
         if beam_size == 1:
@@ -92,8 +88,7 @@ def translate_ids(
         return [hypotheses[0][0] for hypotheses in found]
 
     out: list[list[str]] = [[] for _ in sources]
-    for (indices, _), rows in run_searches(search_piece, pieces(batches, workers), workers,
-                                           progress):  # fmt: skip
+    for indices, rows in run_searches(search_piece, pieces(batches, workers), workers, progress):
         for i, row in zip(indices, rows, strict=True):
             out[i] = tgt_vocab.decode(row)
     return out

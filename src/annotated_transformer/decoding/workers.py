@@ -58,14 +58,14 @@ def decoding_workers(device: torch.device) -> int:
     return max(1, min(torch.get_num_threads(), usable_cores()))
 
 
-def pieces(batches: list[list[int]], workers: int) -> list[tuple[list[int], int]]:
-    """`batches` (lists of sentence indices) as (indices, the batch they came from), the largest
-    halved until each worker has two to take: fewer would leave workers idle at the end."""
-    pieces = [(list(b), n) for n, b in enumerate(batches)]
-    while 1 < workers and len(pieces) < 2 * workers and max(len(p) for p, _ in pieces) > 1:
-        largest = max(range(len(pieces)), key=lambda i: len(pieces[i][0]))
-        (indices, batch), half = pieces[largest], len(pieces[largest][0]) // 2
-        pieces[largest : largest + 1] = [(indices[:half], batch), (indices[half:], batch)]
+def pieces(batches: list[list[int]], workers: int) -> list[list[int]]:
+    """`batches` (lists of sentence indices, sorted by length), the largest halved until each
+    worker has two to take: fewer would leave workers idle at the end."""
+    pieces = [list(b) for b in batches]
+    while 1 < workers and len(pieces) < 2 * workers and max(len(p) for p in pieces) > 1:
+        largest = max(range(len(pieces)), key=lambda i: len(pieces[i]))
+        indices, half = pieces[largest], len(pieces[largest]) // 2
+        pieces[largest : largest + 1] = [indices[:half], indices[half:]]
     return pieces
 
 

@@ -1,0 +1,62 @@
+"""`benchmarks/decoding_profile.py`: where a decoding step's time goes, per step, in its record."""
+
+import json
+
+import decoding_profile
+import pytest
+from torch import nn
+
+from annotated_transformer.decoding import search
+from annotated_transformer.decoding.cache import decode_step
+
+
+def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path, capsys):
+    out = tmp_path / "profile.json"
+    argv = ["--data-dir", str(data_dir), "--limit", "6", "--output", str(out)]
+    assert decoding_profile.main(argv) == 0
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "decoding_profile" and record["sentences"] == 6
+    assert record["threads"] == record["workers"] == 1
+    assert list(record["results"]) == ["float32, greedy", "float32, beam 4", "int8, greedy",
+                                       "int8, beam 4"]  # fmt: skip
+    for found in record["results"].values():
+        groups, outside = found["groups"], decoding_profile.OUTSIDE
+        assert list(groups) == [*decoding_profile.GROUPS, "other operators", outside]
+        assert sum(g["share"] for g in groups.values()) == pytest.approx(1, abs=0.01)
+        assert found["steps"] > 0 and found["row_steps"] >= found["steps"]
+        assert 0 < found["encoder_seconds"] + found["step_seconds"] < found["seconds"]
+        assert found["searches"] >= 1 and 0 <= found["continuous_batching_bound"] < 1
+        assert len(found["top_operators"]) == 12
+    linear = "linear layers' matrix products"
+    assert record["results"]["int8, greedy"]["groups"][linear]["ms_per_step"] > 0  # int8's kernel
+    assert search.decode_step is decode_step  # the watch is taken off
+    assert "float32, greedy:" in capsys.readouterr().out
+
+
+def test_steps_counts_each_search_and_fits_the_fixed_cost():
+    steps = decoding_profile.Steps()
+    # two searches: rows 4, 4, 2 then 3, 1; each step 1 ms + 0.5 ms per row
+    for rows, length in ((4, 0), (4, 1), (2, 2), (3, 0), (1, 1)):
+        steps.calls.append((rows, length, 1e-3 + 0.5e-3 * rows))
+    found = steps.summary(seconds=1.0)
+    assert found["steps"] == 5 and found["row_steps"] == 14 and found["searches"] == 2
+    assert found["mean_width"] == 3.5
+    assert found["fixed_ms_per_step"] == pytest.approx(1.0, abs=1e-3)
+    assert found["per_row_us"] == pytest.approx(500, abs=0.01)
+    # at most 5 - 14 / 3.5 = 1 step saved, of 1 ms, in 1 s
+    assert found["continuous_batching_bound"] == pytest.approx(0.001)
+
+
+class Encoder(nn.Module):
+    def encode(self, x):
+        return x + 1
+
+
+def test_steps_times_the_encoder_and_puts_everything_back_after_an_error():
+    model = Encoder()
+    with pytest.raises(RuntimeError), decoding_profile.Steps(model) as steps:
+        assert search.decode_step is not decode_step
+        assert model.encode(1) == 2 and steps.encoder_seconds > 0
+        raise RuntimeError("a search failed")
+    assert search.decode_step is decode_step
+    assert "encode" not in vars(model) and model.encode(1) == 2
