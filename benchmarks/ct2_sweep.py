@@ -43,24 +43,22 @@ class Native:
     def __init__(self, folder: Path, translator, setting: tuple[int, str, int], threads: int):
         import ctranslate2
 
-        from annotated_transformer.exports.ct2 import CT2Translator
+        from annotated_transformer.data.bpe import BPETokenizer
+        from annotated_transformer.exports.ct2 import TOKENIZER
 
-        self.reader = CT2Translator.open(folder, threads=1)  # its tokenizer and vocabulary
+        self.bpe = BPETokenizer.load(folder / TOKENIZER)  # the export's tokenizer
         inter, self.batch_type, self.size = setting
         self.engine = ctranslate2.Translator(str(folder), device="cpu", inter_threads=inter,
                                              intra_threads=max(threads // inter, 1))  # fmt: skip
         self.limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
 
     def __call__(self, german: list[str], beam: int) -> list[str]:
-        reader = self.reader
         # our pieces without `</s>`: CTranslate2 appends it (add_source_eos in config.json)
-        tokens = [[reader.src_vocab.itos[i] for i in ids.tolist()[:-1]]
-                  for ids in reader.encode(german)]  # fmt: skip
         found = self.engine.translate_batch(
-            tokens, beam_size=beam, length_penalty=0.6, max_decoding_length=self.limit,
-            batch_type=self.batch_type, max_batch_size=self.size,
+            self.bpe.pipe(german), beam_size=beam, length_penalty=0.6,
+            max_decoding_length=self.limit, batch_type=self.batch_type, max_batch_size=self.size,
         )  # fmt: skip
-        return [reader.detokenize(result.hypotheses[0]) for result in found]
+        return [self.bpe.detokenize(result.hypotheses[0]) for result in found]
 
 
 def export(translator, quantization: str, scratch: Path) -> Path:
