@@ -44,10 +44,12 @@ def test_every_linear_layer_is_int8_and_the_original_is_untouched(shipped, int8)
 
 
 def test_int8_translates_as_float32_mostly(shipped, int8) -> None:
-    german = [de for de, en in read_split("test2016") if de.strip()][:40]
+    # Which sentences change depends on the batches (an input's int8 scale is read from its
+    # whole batch, padding included): on 200 sentences, 162 to 170 were the same here.
+    german = [de for de, en in read_split("test2016") if de.strip()][:200]
     ours, theirs = shipped.translate(german, beam_size=1), int8.translate(german, beam_size=1)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
-    assert same >= 30, f"int8 equals float32 on {same} of 40 sentences"
+    assert same >= 150, f"int8 equals float32 on {same} of 200 sentences"
     assert int8.translate(german[:4], beam_size=4)  # every search runs on it
 
 
