@@ -268,32 +268,50 @@ WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE = 230, 20
 READING_PATH_END = "book/tryit"  # the last chapter of the reading path
 
 
-def chapter_counts(path: str | Path) -> dict[str, Any]:
-    """A chapter's title, visible and collapsed code lines, prose words and reading minutes.
+SECTIONS = ("main", "deeper", "exercises")  # a chapter's three kinds of reading, in page order
+SECTION_HEADINGS = {"## Going deeper": "deeper", "## Exercises": "exercises"}
 
-    Code lines count blank ones; a cell tagged with one of `COLLAPSED_TAGS` is collapsed.
-    Words are those of the markdown cells outside code fences. Minutes: words at
-    `WORDS_PER_MINUTE`, visible code at `CODE_LINES_PER_MINUTE`.
+
+def _section_of(line: str, section: str) -> str:
+    """The section that `line` opens, or `section` if it opens none (sections only go forward)."""
+    for heading, name in SECTION_HEADINGS.items():
+        if line.rstrip() == heading or line.startswith(heading + " "):
+            return max(section, name, key=SECTIONS.index)
+    return section
+
+
+def chapter_counts(path: str | Path) -> dict[str, Any]:
+    """A chapter's title and, for its main line, visible and collapsed code lines, prose words and
+    reading minutes; the same for its "## Going deeper" and "## Exercises" sections under `deeper`
+    and `exercises`, and for the whole page under `whole`.
+
+    The main line is everything above the first of those two headings. Code lines count blank
+    ones; a cell tagged with one of `COLLAPSED_TAGS` is collapsed. Words are those of the markdown
+    cells outside code fences. Minutes: words at `WORDS_PER_MINUTE`, visible code at
+    `CODE_LINES_PER_MINUTE`.
     """
     import json
     import re
 
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    visible = collapsed = words = 0
-    title = ""
+    counts = {name: dict(visible=0, collapsed=0, words=0) for name in SECTIONS}
+    section, title = "main", ""
     for cell in cells:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             title = title or source.partition("\n")[0].removeprefix("# ").strip()
-            words += len(re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", source, flags=re.S | re.M).split())
+            prose = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", source, flags=re.S | re.M)
+            for line in prose.split("\n"):  # a heading may open a section inside a cell
+                section = _section_of(line, section)
+                counts[section]["words"] += len(line.split())
         elif cell["cell_type"] == "code":
-            lines = len(source.split("\n"))
-            if COLLAPSED_TAGS & set(cell.get("metadata", {}).get("tags", [])):
-                collapsed += lines
-            else:
-                visible += lines
-    minutes = words / WORDS_PER_MINUTE + visible / CODE_LINES_PER_MINUTE
-    return dict(title=title, visible=visible, collapsed=collapsed, words=words, minutes=minutes)
+            hidden = COLLAPSED_TAGS & set(cell.get("metadata", {}).get("tags", []))
+            counts[section]["collapsed" if hidden else "visible"] += len(source.split("\n"))
+    counts["whole"] = {key: sum(counts[name][key] for name in SECTIONS) for key in counts["main"]}
+    for part in counts.values():
+        part["minutes"] = part["words"] / WORDS_PER_MINUTE + part["visible"] / CODE_LINES_PER_MINUTE
+    main = counts.pop("main")
+    return dict(title=title, **main, **counts)
 
 
 def reading_path(root: str | Path | None = None) -> list[tuple[str, str, Path]]:
