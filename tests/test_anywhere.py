@@ -95,7 +95,9 @@ def test_every_chapter_begins_with_the_first_cell_for_the_configured_address() -
     assert not stale, f"first cell out of date in {names}: run python tools/first_cell.py"
 
 
-def test_the_first_cell_and_the_introduction_give_the_same_real_commands(tmp_path: Path) -> None:
+def test_the_first_cell_and_running_the_book_give_the_same_real_commands(tmp_path: Path) -> None:
+    """The commands of "Running the book" (appendix "How this book becomes a package") and every
+    chapter's first cell come from the one address in `_config.yml`."""
     settings = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     settings["repository"]["url"] = ""
     (tmp_path / "_config.yml").write_text(yaml.safe_dump(settings), encoding="utf-8")
@@ -112,7 +114,7 @@ def test_the_first_cell_and_the_introduction_give_the_same_real_commands(tmp_pat
     assert clone in text and f"%{install}" in text
     quiet = install.replace("pip install", "pip install --quiet")
     assert f"%{quiet}" in first_cell.cell_source((ADDRESS, "main"))
-    for path in (ROOT / "README.md", ROOT / "book" / "introduction.ipynb"):
+    for path in (ROOT / "README.md", ROOT / "book" / "appendix_package.ipynb"):
         assert "<the repository" not in path.read_text(encoding="utf-8"), path.name
 
 
@@ -217,7 +219,12 @@ FIND = "import importlib.util as u; print(u.find_spec('annotated_transformer'))"
     ("chapter", "installed", "expected"),
     [
         ("background", True, None),  # runs to its end
-        ("real_world", True, "This chapter reads results/multi30k-small and results/release, kept"),
+        (
+            "real_world",
+            True,
+            "This chapter reads results/multi30k-small, results/release and "
+            "results/variations-full-cuda/base.json, kept",
+        ),
         ("background", False, "UsageError: This chapter needs the package annotated-transformer"),
     ],
     ids=["runs", "reads-results", "no-package"],

@@ -97,7 +97,7 @@ def print_reading_map(rows: list[dict]) -> None:
 
 
 def test_the_main_line_reads_in_one_evening() -> None:
-    """The main line's budgets: visible code, collapsed code and prose; the map prints per chapter."""
+    """The main line's budgets: visible and collapsed code, prose; the map prints per chapter."""
     rows = notebook.reading_map(ROOT)
     print_reading_map(rows)
     total = {key: sum(row[key] for row in rows) for key in ("visible", "collapsed", "words")}

@@ -413,6 +413,12 @@ TRYIT_HARD = [
     "Über Äpfel, Öl und Süßes freut sich die ganze Familie.",
 ]
 TWELVE_WORDS = "Zwei junge Männer mit Hüten spielen im Park mit einem braunen Hund."
+# A long sentence, 46 pieces (longer than any of test2016): the row of pieces must wrap in the box.
+FORTY_SIX_PIECES = (
+    "Ein Mann in einem blauen Hemd und einer schwarzen Hose steht auf einer Leiter und streicht "
+    "die Wand eines alten Hauses, während zwei Kinder unten auf dem Gehweg mit einem kleinen "
+    "braunen Hund spielen und eine Frau mit einem roten Regenschirm ihnen lächelnd zuschaut."
+)
 
 
 @pytest.fixture(scope="session")
@@ -729,6 +735,69 @@ def test_tryit_translates_as_one_types(browser, server: str, built_book: Path) -
     assert page.left_machine == [] and page.errors == []
 
 
+# Where the box, the first translation and each input piece lie on the page, in px (CSS, window).
+TRYIT_LAYOUT = """() => {
+  const rect = (el) => { const r = el.getBoundingClientRect();
+    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  const row = document.querySelector('.tryit-pieces');
+  return {
+    scrollY: window.scrollY,
+    widget: rect(document.querySelector('div.tryit')),
+    box: rect(document.querySelector('textarea.tryit-input')),
+    greedy: rect(document.querySelector('.tryit-greedy')),
+    output: rect(document.querySelector('.tryit-output')),
+    row: {...rect(row), scrollWidth: row.scrollWidth, clientWidth: row.clientWidth},
+    pieces: [...row.querySelectorAll('.tryit-piece')].map(rect),
+  };
+}"""
+
+
+def test_tryit_translates_its_sentence_on_load_on_the_first_screen(
+    browser, server: str, built_book: Path
+) -> None:
+    """With no key pressed, the sentence in the box is translated as soon as the model has loaded,
+    and the box and that translation lie on the first screen (1280 × 900); a 46-piece sentence's
+    pieces wrap inside their box. Screenshots: tryit-after-load.png, tryit-46-pieces.png."""
+    from annotated_transformer.translator import Translator
+
+    translator = Translator.pretrained(device="cpu")
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))  # no key pressed
+    sentence = page.input_value("textarea.tryit-input")
+    assert sentence.strip(), "the box opens empty"
+    assert page.inner_text(".tryit-output") == translator.translate([sentence])[0]
+    assert page.inner_text(".tryit-greedy") == translator.translate([sentence], beam_size=1)[0]
+    statuses = page.evaluate("() => window.tryitStatuses")
+    assert any(text.startswith("Model loaded in") for text in statuses), statuses
+    assert statuses[-1].startswith("Translated in"), statuses
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "tryit-after-load.png"))  # the first screen
+    layout = page.evaluate(TRYIT_LAYOUT)
+    assert layout["scrollY"] == 0
+    for part in ("box", "greedy", "output"):
+        box = layout[part]
+        assert 0 <= box["top"] < box["bottom"] <= 900, f"{part} not on the first screen: {box}"
+
+    # A long sentence: its row of pieces wraps; no piece sticks out of the box that holds them.
+    want = translator.bpe(FORTY_SIX_PIECES)
+    assert len(want) == 46
+    page.fill("textarea.tryit-input", FORTY_SIX_PIECES)
+    tryit_translated(page, lambda: page.click("button.tryit-go"))
+    assert page.locator(".tryit-pieces .tryit-piece").all_inner_texts() == want
+    assert page.inner_text(".tryit-output") == translator.translate([FORTY_SIX_PIECES])[0]
+    layout = page.evaluate(TRYIT_LAYOUT)
+    row, widget = layout["row"], layout["widget"]
+    assert widget["left"] <= row["left"] and row["right"] <= widget["right"], (row, widget)
+    assert row["scrollWidth"] <= row["clientWidth"] + 1, row
+    outside = [text for text, piece in zip(want, layout["pieces"], strict=True)
+               if piece["left"] < row["left"] - 1 or piece["right"] > row["right"] + 1]  # fmt: skip
+    assert not outside, f"pieces outside their box {row}: {outside}"
+    lines = {round(piece["top"]) for piece in layout["pieces"]}
+    assert len(lines) > 1, "46 pieces on one line"
+    page.locator("div.tryit").screenshot(path=str(SCREENSHOTS / "tryit-46-pieces.png"))
+    page.context.close()
+    assert page.left_machine == [] and page.errors == []
+
+
 # Two sentences whose beam search finishes more than k hypotheses; for the second, Python's
 # `simple_beam_search` keeps an empty one (</s> as the first token) among the 8 best.
 TRYIT_NBEST = ["Zwei Kinder spielen mit einem roten Ball am Strand.",
@@ -751,7 +820,8 @@ def test_tryit_answers_keys_and_lists_at_most_k(browser, server: str, built_book
     loading = [re.fullmatch(r"Loading the model: (\d+) of (\d+) MB…", text) for text in statuses]
     done, total = zip(*((int(match[1]), int(match[2])) for match in loading if match), strict=True)
     assert len(done) >= 3 and list(done) == sorted(done) and set(total) == {done[-1]}, statuses
-    assert statuses[-1].startswith("Model loaded in")
+    loaded = [text for text in statuses if text.startswith("Model loaded in")]
+    assert len(loaded) == 1 and statuses[-1].startswith("Translated in"), statuses  # (on load)
 
     # One line on the widget: the model learned image captions; what it does elsewhere.
     quoted = page.evaluate("() => TryIt.CAPTIONS_ONLY")
@@ -933,7 +1003,8 @@ def test_figures_can_be_read(browser, server: str) -> None:
 
 def test_the_introduction_opens_on_what_the_reader_will_build(browser, server: str) -> None:
     """The introduction's first screen (1280 × 900): a picture of the model, a translation the
-    package made, and the reading map with its minutes; saved as introduction_first_screen.png."""
+    package made, a link to "Try it", and the reading map with the minutes of its two routes (the
+    main line and the whole path); saved as introduction_first_screen.png."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{server}/book/introduction.html", wait_until="load")
     settle(page)
@@ -945,6 +1016,11 @@ def test_the_introduction_opens_on_what_the_reader_will_build(browser, server: s
             .map(e => e.getBoundingClientRect().top),
           minutes: [...document.querySelectorAll('div.cell_output table')]
             .filter(t => /minutes/i.test(t.innerText)).map(e => e.getBoundingClientRect().top),
+          routes: [...document.querySelectorAll('div.cell_output p')]
+            .filter(p => /main line/i.test(p.innerText) && /whole path/i.test(p.innerText))
+            .map(e => e.getBoundingClientRect().top),
+          tryit: [...document.querySelectorAll('article.bd-article a[href^="tryit.html"]')]
+            .map(e => e.getBoundingClientRect().top),
         })"""
     )
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -952,3 +1028,5 @@ def test_the_introduction_opens_on_what_the_reader_will_build(browser, server: s
     page.close()
     assert any(top < 900 for top in tops["picture"]), f"no picture on the first screen: {tops}"
     assert any(top < 900 for top in tops["minutes"]), f"no reading map on the first screen: {tops}"
+    assert any(top < 900 for top in tops["routes"]), f"no two routes on the first screen: {tops}"
+    assert any(top < 900 for top in tops["tryit"]), f"no link to Try it on the first screen: {tops}"

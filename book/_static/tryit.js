@@ -286,7 +286,8 @@
 
   // ---- 5. The page ------------------------------------------------------------------------------
   // The chapter's page holds <div class="tryit" data-files="../_static/tryit/">; `start` fills it
-  // with a form, loads the files, and translates what the reader types.
+  // with a form, loads the files, translates the sentence it opens with, then what the reader
+  // types.
 
   const FILES = ["ort-wasm-simd-threaded.wasm", "ort-wasm-simd-threaded.mjs", "tokenizer.json",
     "encoder.onnx", "decoder.onnx", "export.json"]; // prettier-ignore
@@ -523,7 +524,7 @@
     .tryit .tryit-note { margin: 0.4rem 0; }
     .tryit .tryit-pieces { font-size: 0.85rem; margin: 0.3rem 0; }
     .tryit .tryit-piece { font-family: monospace; background: #eef3f8; border-radius: 0.2rem;
-      padding: 0 0.2rem; margin: 0 0.1rem; white-space: pre; }
+      padding: 0 0.2rem; margin: 0.1rem; white-space: pre; display: inline-block; }
     .tryit .tryit-outputs { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
     .tryit .tryit-outputs p { margin: 0.1rem 0 0.6rem 0; }
     .tryit p.tryit-greedy { font-size: 1.25rem; }
@@ -614,7 +615,8 @@
     };
     // Translate what the box holds, with the settings, once the model is there and free. A
     // `quiet` request (the typing paused) clears the outputs of an empty box instead of saying
-    // "Nothing to translate", which the button and Ctrl+Enter still say.
+    // "Nothing to translate", which the button and Ctrl+Enter still say. Returns the translation
+    // it starts (a promise), if it starts one now.
     function request({ quiet = false } = {}) {
       clearTimeout(pause);
       const settings = readSettings(parts);
@@ -627,7 +629,8 @@
       }
       pending = !translator || busy ? { quiet } : null;
       if (pending) latest += 1; // the running one is stale: it stops, then this one runs
-      else run(parts.input.value, settings).catch(() => {});
+      else return run(parts.input.value, settings).catch(() => null);
+      return null;
     }
     parts.go.onclick = () => request();
     // As the reader types: a translation begun before the keystroke is stale, and the page
@@ -667,7 +670,9 @@
     parts.input.addEventListener("input", shownPieces);
     shownPieces();
     parts.go.disabled = false;
-    if (pending) request(pending);
+    // The sentence in the box is translated as soon as the model is there, no key pressed (or
+    // what the reader asked for while it loaded).
+    await request(pending ?? { quiet: true });
     return { translator, run };
   }
 
@@ -683,7 +688,8 @@
   if (typeof module === "object" && module.exports) module.exports = api;
   else root.TryIt = api;
   if (typeof document !== "undefined") {
-    // The tests wait for TryIt.ready, the page's `run(text, settings)`.
+    // TryIt.ready: the page's `run(text, settings)`, once the model is loaded and the box's
+    // sentence translated (the tests wait for it).
     const container = document.querySelector(".tryit");
     if (container) api.ready = start(container);
   }

@@ -6,15 +6,16 @@
 `setup_chapter` makes Altair charts work with no network (the JavaScript travels inside the
 page), makes matplotlib draw crisp SVG figures, seeds Python's and PyTorch's random generators
 (NumPy code takes a `numpy.random.default_rng(seed)` of its own), and returns the compute
-profile (see the introduction). Nothing happens at import time; the plotting libraries are
-imported only when a chapter asks, so the package itself does not need them.
+profile (see the appendix "How this book becomes a package"). Nothing happens at import time; the
+plotting libraries are imported only when a chapter asks, so the package itself does not need them.
 
 `add_to_class` lets a chapter write a class across cells, with prose between its methods.
 
 A chapter may run outside a clone of the book's repository (downloaded alone, or on Colab): one
 that reads the repository's files names them, `setup_chapter(reads=["results/multi30k-small"])`,
 and there stops at once with one line (`OutsideTheRepository`). `repository_address` reads the
-repository's one address from `_config.yml` for the introduction and `tools/first_cell.py`.
+repository's one address from `_config.yml` for "Running the book" (in the appendix "How this book
+becomes a package") and `tools/first_cell.py`.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def setup_chapter(seed: int | None = 0, reads: Sequence[str] = ()) -> Profile:
     `reads` names the files of the book's repository that the chapter reads, relative to it
     (`results/multi30k-small`; glob patterns allowed). A chapter opened outside a clone (downloaded
     alone, or on Colab) stops here, saying in one line which files it needs, instead of failing
-    later. It prints nothing: the introduction prints the profile once (`profile.describe()`),
-    and a chapter's first output is its own.
+    later. It prints nothing: the appendix "How this book becomes a package" prints the profile
+    once (`profile.describe()`), and a chapter's first output is its own.
     """
     import warnings
 
@@ -206,7 +207,7 @@ def repository_files(reads: Sequence[str], start: str | Path = ".") -> Path:
         raise OutsideTheRepository(
             f"This chapter reads {named}, kept in the book's repository and not in the "
             'package: it runs only in a clone of the repository (see "Running the book" in the '
-            "introduction)"
+            'appendix "How this book becomes a package")'
         ) from None
     missing = [pattern for pattern in reads if next(root.glob(pattern), None) is None]
     if missing:
@@ -218,8 +219,8 @@ def repository_address(root: str | Path | None = None) -> tuple[str, str] | None
     """The book's repository (`repository: url:` and `branch:` of `_config.yml`), or None.
 
     `root` is the clone (default: the one around the current folder). The launch buttons, the
-    chapters' hidden first cells (`tools/first_cell.py`) and the introduction's commands all come
-    from this one setting.
+    chapters' hidden first cells (`tools/first_cell.py`) and the commands of "Running the book" all
+    come from this one setting.
     """
     import yaml
 
@@ -236,7 +237,7 @@ def install_command(url: str, branch: str) -> str:
 
 
 def running_the_book(root: str | Path | None = None):  # -> IPython.display.Markdown
-    """The introduction's commands: with the book's real address, or what to do without one."""
+    """The commands of "Running the book": with the book's real address, or what to do without."""
     from IPython.display import Markdown
 
     try:

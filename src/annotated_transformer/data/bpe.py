@@ -22,37 +22,6 @@ SPACE = "▁"  # U+2581, stands for the space before a piece
 BYTES = tuple(f"<0x{b:02X}>" for b in range(256))  # the byte fallback: one piece per byte
 
 
-def _pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its text pipeline set
-    """Set how text becomes pieces and back, so that the round trip is exact.
-
-    Normalize: `▁` before the text and in place of every space (the text comes `normalize`d:
-    NFC, one space between words; no lowercasing). Pre-tokenize: split before each `▁` and around
-    punctuation; BPE merges only within these parts. Decode: `▁` back to a space, byte pieces
-    back to characters, and drop the one space added in front.
-    """
-    from tokenizers import decoders, normalizers, pre_tokenizers
-
-    tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)]
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True),
-            pre_tokenizers.Punctuation(behavior="isolated"),
-        ]
-    )
-    tokenizer.decoder = decoders.Sequence(
-        [
-            decoders.Replace(SPACE, " "),
-            decoders.ByteFallback(),
-            decoders.Fuse(),
-            decoders.Strip(" ", 1, 0),
-        ]
-    )
-    tokenizer.encode_special_tokens = True  # "<s>" in a text is text, not a special token
-    return tokenizer
-
-
 class BPETokenizer:
     """Text to subword pieces and back, with one vocabulary for both languages.
 
@@ -68,6 +37,15 @@ class BPETokenizer:
         if tuple(self.vocab.itos[len(SPECIALS) : len(SPECIALS) + len(BYTES)]) != BYTES:
             raise ValueError("a BPE vocabulary must list the 256 byte pieces after the specials")
 
+    def __call__(self, text: str) -> list[str]:
+        """The pieces of one text, `normalize`d."""
+        return self._tokenizer.encode(normalize(text), add_special_tokens=False).tokens
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        """The text that `pieces` spell: exactly the (normalized) text they came from."""
+        return self._tokenizer.decoder.decode(list(pieces))
+
+    # From book/bpe.ipynb, "Subwords: byte-pair encoding" › "Learning the merges".
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2):
         """Learn merges from `texts` (both languages: §5.1) until there are `vocab_size` pieces.
@@ -95,19 +73,11 @@ class BPETokenizer:
             added["id"] = pieces.index(added["content"])
         return cls(Tokenizer.from_str(json.dumps(data)))
 
-    def __call__(self, text: str) -> list[str]:
-        """The pieces of one text, `normalize`d."""
-        return self._tokenizer.encode(normalize(text), add_special_tokens=False).tokens
-
     def pipe(self, texts: Iterable[str]) -> list[list[str]]:
         """The pieces of many texts (encoded in parallel)."""
         texts = [normalize(text) for text in texts]
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         return [encoding.tokens for encoding in encodings]
-
-    def detokenize(self, pieces: Sequence[str]) -> str:
-        """The text that `pieces` spell: exactly the (normalized) text they came from."""
-        return self._tokenizer.decoder.decode(list(pieces))
 
     # From book/appendix_files.ipynb,
     #   "How the package is built: files, downloads and records"
@@ -155,6 +125,38 @@ class BPETokenizer:
     def load(cls, path: str | os.PathLike[str]) -> "BPETokenizer":
         """Read a tokenizer from the JSON file at `path` (as `save` writes it)."""
         return cls.from_json(read_json(path), str(path))
+
+
+# From book/bpe.ipynb, "Subwords: byte-pair encoding" › "The text pipeline".
+def _pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its text pipeline set
+    """Set how text becomes pieces and back, so that the round trip is exact.
+
+    Normalize: `▁` before the text and in place of every space (the text comes `normalize`d:
+    NFC, one space between words; no lowercasing). Pre-tokenize: split before each `▁` and around
+    punctuation; BPE merges only within these parts. Decode: `▁` back to a space, byte pieces
+    back to characters, and drop the one space added in front.
+    """
+    from tokenizers import decoders, normalizers, pre_tokenizers
+
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True),
+            pre_tokenizers.Punctuation(behavior="isolated"),
+        ]
+    )
+    tokenizer.decoder = decoders.Sequence(
+        [
+            decoders.Replace(SPACE, " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    tokenizer.encode_special_tokens = True  # "<s>" in a text is text, not a special token
+    return tokenizer
 
 
 # From book/appendix_settings.ipynb,

@@ -4,7 +4,7 @@
 
 # From book/multi30k.ipynb,
 #   "Multi30k: words, tokens and vocabularies"
-#   › "Tokens: spaCy's rules, no model".
+#   › "A vocabulary from the training split only".
 """Words in, ids out: spaCy's rule-based tokenizers and a vocabulary built from training data.
 
 The paper
@@ -29,6 +29,7 @@ SPECIALS = (PAD, BOS, EOS, UNK)  # first in every vocabulary, in this order
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(len(SPECIALS))  # their ids: 0, 1, 2, 3
 
 
+# From book/multi30k.ipynb, "Multi30k: words, tokens and vocabularies" › "The tokenizer".
 class Tokenizer:
     """Split raw text into words and punctuation with spaCy's rules for one language.
 
@@ -68,9 +69,7 @@ def detokenize(tokens: Sequence[str]) -> str:
     return _SPACE_AFTER_OPENING.sub(r"\1", _SPACE_BEFORE_CLOSING.sub(r"\1", text))
 
 
-# From book/multi30k.ipynb,
-#   "Multi30k: words, tokens and vocabularies"
-#   › "A vocabulary from the training split only".
+# From book/multi30k.ipynb, "Multi30k: words, tokens and vocabularies" › "The vocabulary".
 class Vocab:
     """A fixed list of tokens; a token's id is its position in the list.
 

@@ -2,7 +2,7 @@
 #   book/engineering.ipynb.
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
-# From book/real_world.ipynb, "A real-world example" › "A first run, from Part II's pieces".
+# From book/real_world.ipynb, "A real-world example" › "Scoring".
 """Scoring translations of Multi30k, and recording each score with its provenance.
 
 `bleu` is training's quick score; `scores` adds chrF and lowercased BLEU, all sacreBLEU's (Post,

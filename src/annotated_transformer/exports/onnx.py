@@ -77,6 +77,7 @@ class DecoderStepGraph(nn.Module):
         return model.generator(x[:, -1]), torch.stack(cross, dim=1)  # (B, V), (B, N, h, T, S)
 
 
+# From book/tryit.ipynb, "Try it: the model in your browser" › "Tracing a graph".
 def to_onnx(module: nn.Module, args: tuple[Tensor, ...], axes: dict[str, dict[int, str]],
             outputs: list[str], max_len: int) -> Any:  # an onnx.ModelProto  # fmt: skip
     """Trace `module` on `args` into an ONNX graph with outputs named `outputs`. `axes` names the

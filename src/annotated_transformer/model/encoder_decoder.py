@@ -3,7 +3,7 @@
 
 # From book/architecture.ipynb,
 #   "The model architecture: encoder, decoder and the residual sub-layer"
-#   › "An encoder and a decoder".
+#   › "The encoder–decoder and the generator".
 """The encoder–decoder that holds the Transformer together, and the generator on top (§3).
 
 The classes here only connect parts that

@@ -46,6 +46,7 @@ class ModelConfig:
         """A copy with some fields changed (`config.replace(src_vocab=8000)`), checked again."""
         return replace(self, **changes)
 
+    # From book/full_model.ipynb, "The full model" › "The presets and the rest of Table 3".
     @classmethod
     def base(
         cls, src_vocab: int | None = None, tgt_vocab: int | None = None, **changes: Any
@@ -62,6 +63,7 @@ class ModelConfig:
         return cls(src_vocab, tgt_vocab, **{**big, **changes})
 
 
+# From book/full_model.ipynb, "The full model" › "One configuration, one builder".
 # the positional encodings a model may use, by the name `ModelConfig.positional` gives
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
 
