@@ -151,7 +151,7 @@ def kernel_table(step, device: torch.device, top: int) -> list[dict]:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    for name in ("tokens", "length", "vocab", "steps"):
+    for name in ("tokens", "length", "vocab", "steps", "layers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
     for name in ("spread", "profile_kernels"):
@@ -174,12 +174,13 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     lengths = spread_lengths(args) if args.spread else []
     base = ModelConfig.base(share_embeddings=True, max_len=max(256, 2 * args.length + 1))
-    config = base.replace(src_vocab=args.vocab, tgt_vocab=args.vocab)
+    config = base.replace(src_vocab=args.vocab, tgt_vocab=args.vocab, N=args.layers)
     batch = _synthetic_batch(args.length, args.tokens, args.vocab, device)
     varied = [_synthetic_batch(n, args.tokens, args.vocab, device) for n in lengths]
     dtype = on_device(device).autocast or torch.float32
     rate = matmul_rate(device, dtype, on_device(device).matmul_size)
-    print(f"{describe_device(device)}: base model, vocabulary {args.vocab:,} (tied), "
+    model = "base model" if args.layers == base.N else f"base model with N={args.layers}"
+    print(f"{describe_device(device)}: {model}, vocabulary {args.vocab:,} (tied), "
           f"{batch.size} sentences of {args.length} tokens = {batch.ntokens:,} target tokens; "
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
     results = {}
@@ -231,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--length", type=int, default=27, help="tokens per sentence (default 27)")
     add("--vocab", type=int, default=37_000, help="shared BPE vocabulary (default 37,000)")
     add("--steps", type=int, default=20, help="timed steps (default 20)")
+    add("--layers", type=int, default=6, help="N, the layers of the encoder and of the decoder "
+        "(default 6, the base model; fewer only to try the benchmark quickly)")  # fmt: skip
     add("--no-compile", action="store_true", help="leave out torch.compile")
     add(
         "--spread",

@@ -324,11 +324,13 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     import wmt_throughput
 
     out = tmp_path / "wmt.json"
-    args = ["--tokens", "120", "--length", "8", "--vocab", "300", "--steps", "1",
+    # one layer a side (--layers 1): the same record as the base model's, for a sixth of the work
+    args = ["--tokens", "120", "--length", "8", "--vocab", "300", "--steps", "1", "--layers", "1",
             "--no-compile", "--device", "cpu", "--spread", "3", "--profile-kernels", "5",
             "--output", str(out)]  # fmt: skip
     assert wmt_throughput.main(args) == 0
     record = json.loads(out.read_text())
+    assert record["config"]["N"] == 1 and "base model with N=1" in capsys.readouterr().out
     assert record["config"]["sentences"] == 15 and record["config"]["target_tokens"] == 120
     assert record["config"]["vocab"] == 300 and record["config"]["d_model"] == 512
     assert record["config"]["varied_lengths"] == [4, 10, 16]  # half to twice --length
@@ -364,6 +366,8 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     assert wmt_throughput.main(["--vocab", "3", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].endswith("--vocab must exceed the 4 special ids, got 3")
+    assert wmt_throughput.main(["--layers", "0", "--device", "cpu"]) == 1
+    assert capsys.readouterr().err.strip().endswith("--layers must be at least 1, got 0")
 
 
 def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, capsys):

@@ -1030,3 +1030,45 @@ def test_the_introduction_opens_on_what_the_reader_will_build(browser, server: s
     assert any(top < 900 for top in tops["minutes"]), f"no reading map on the first screen: {tops}"
     assert any(top < 900 for top in tops["routes"]), f"no two routes on the first screen: {tops}"
     assert any(top < 900 for top in tops["tryit"]), f"no link to Try it on the first screen: {tops}"
+
+
+# Each chapter of the path reads as a main line, then "Going deeper" (issue 57): the worked example
+# of Attention comes before any trained weights, and Regularization's main line holds the loss's
+# code before its "Going deeper". Both are saved as screenshots for a reader's eye.
+MAIN_LINE_ORDER = """([first, later]) => {
+  const top = selector => {
+    const found = [...document.querySelectorAll(selector)];
+    return found.length ? found[0].getBoundingClientRect().top + window.scrollY : null;
+  };
+  return [top(first), top(later)];
+}"""
+
+
+@pytest.mark.parametrize(
+    ("page_path", "first", "later", "shot"),
+    [
+        ("book/attention.html", "div.tag_worked-example", "section#multi-head-attention",
+         "attention_worked_example"),
+        ("book/regularization.html", "section#label-smoothing", "section#going-deeper",
+         "regularization_main_line"),
+    ],
+    ids=["attention", "regularization"],
+)  # fmt: skip
+def test_the_main_line_comes_before_going_deeper(
+    browser, server: str, page_path: str, first: str, later: str, shot: str
+) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/{page_path}", wait_until="load")
+    settle(page)
+    start, end = page.evaluate(MAIN_LINE_ORDER, [first, later])
+    assert start is not None and end is not None and start < end, (page_path, start, end)
+    headings = page.evaluate(
+        "() => [...document.querySelectorAll('article h2')].map(h => h.innerText.trim())"
+    )
+    deeper = [h for h in headings if h.startswith("Going deeper")]
+    assert len(deeper) == 1 and headings.index(deeper[0]) > 0, headings
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": int(min(end - start, 2400)) + 160})
+    page.evaluate(f"window.scrollTo(0, {start - 140})")  # below the sticky header
+    page.screenshot(path=str(SCREENSHOTS / f"{shot}.png"))
+    page.close()

@@ -443,7 +443,9 @@ def test_a_batch_searches_like_each_sentence_alone(copy_model):
             copy_model, alone, padding_mask(alone, PAD), limit, START, END, beam_size=3, n_best=3
         )
         assert [ids for ids, _ in together[i]] == [ids for ids, _ in single]
-        assert [s for _, s in together[i]] == pytest.approx([s for _, s in single], abs=1e-5)
+        # the same scores up to float32's rounding, which depends on the batch's shape and on the
+        # threads PyTorch runs on (1e-5 apart with one thread)
+        assert [s for _, s in together[i]] == pytest.approx([s for _, s in single], abs=1e-4)
         assert all(len(ids) <= limit for ids, _ in together[i])
 
 

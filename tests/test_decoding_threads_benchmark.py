@@ -4,6 +4,10 @@ import argparse
 import json
 
 import decoding_threads
+import pytest
+
+# workers and threads take the machine's cores: they run alone, after the lanes (tools/run_tests.py)
+pytestmark = pytest.mark.serial
 
 
 def test_a_way_runs_in_its_own_process_with_its_wait_policy(data_dir, monkeypatch):

@@ -56,6 +56,21 @@ def test_the_tests_workflow_runs_readme_command_2_and_the_package_everywhere() -
     assert "package" in (ROOT / "pyproject.toml").read_text()  # the marker is declared
 
 
+def test_the_classifiers_name_the_pythons_that_are_tested() -> None:
+    """pyproject.toml's classifiers list the Pythons of the workflow's matrix: 3.11 (README command
+    2) and those tools/test_pythons.sh tests beside it; requires-python stays >=3.11."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    prefix = "Programming Language :: Python :: 3."
+    named = ["3." + c.removeprefix(prefix) for c in project["classifiers"] if c.startswith(prefix)]
+    matrix = workflow("tests.yml")["jobs"]["package"]["strategy"]["matrix"]["python"]
+    script = (ROOT / "tools" / "test_pythons.sh").read_text(encoding="utf-8")
+    (defaults,) = [line for line in script.splitlines() if line.startswith("[ ${#VERSIONS")]
+    assert named == matrix == ["3.11", *defaults.split("VERSIONS=(")[1].rstrip(")").split()]
+    assert project["requires-python"] == ">=3.11"
+
+
 def test_the_release_workflow_builds_checks_installs_and_publishes() -> None:
     jobs = workflow("release.yml")["jobs"]
     build = runs(jobs["build"])

@@ -11,11 +11,18 @@ those the chapter "Try it" wrote while nbval ran it) are copied to a staging fol
 chapters replace their output-free originals, and Jupyter Book renders what nbval computed. A
 chapter not executed in this session (a browser test run on its own, a chapter deselected with
 `-k`) means no staging: the build then executes every chapter itself, as README command (1) does.
+
+The hand-off also goes through the disk, so that the chapters and the browser test can run in
+different pytest processes (tools/run_tests.py runs the suite in lanes side by side): with
+`ANNOTATED_TRANSFORMER_TEST_RUN` set, each executed copy records that run's name, and `stage_book`
+takes a copy that another process of the same run wrote, if it was executed from the chapter as it
+is now. A copy left by an earlier run, or by a chapter edited since, is never taken.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -29,6 +36,7 @@ EXECUTED = ROOT / "_build" / "executed"
 WRITTEN = pytest.StashKey[dict[str, Path]]()
 # chapter path relative to ROOT -> the code cells that passed so far in this session
 PASSED = pytest.StashKey[dict[str, set[int]]]()
+RUN = "ANNOTATED_TRANSFORMER_TEST_RUN"  # the name of a run whose processes share executed chapters
 
 
 def source_digest(path: Path) -> str:
@@ -53,6 +61,8 @@ def keep_outputs(config: pytest.Config, item, report: pytest.TestReport) -> None
         return
     executed = notebook.nb
     executed.metadata["executed_from"] = source_digest(path)
+    if os.environ.get(RUN):
+        executed.metadata["executed_in"] = os.environ[RUN]
     target = EXECUTED / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(executed, target)
@@ -60,19 +70,23 @@ def keep_outputs(config: pytest.Config, item, report: pytest.TestReport) -> None
 
 
 def stage_book(config: pytest.Config, chapters: list[str], staging: Path) -> Path | None:
-    """A copy of the book whose chapters are this session's executed ones, or None.
+    """A copy of the book whose chapters are this run's executed ones, or None.
 
     `chapters` lists every notebook of the table of contents (relative to ROOT). None when one of
-    them was not executed in this session, or changed since.
+    them was not executed in this session or, through the disk, in this run, or changed since.
     """
-    written = config.stash.get(WRITTEN, {})
+    written = dict(config.stash.get(WRITTEN, {}))
     for chapter in chapters:
-        copy = written.get(chapter)
-        if copy is None or not copy.exists():
+        copy = written.get(chapter, EXECUTED / chapter)
+        if not copy.exists():
             return None
-        executed_from = nbformat.read(copy, as_version=4).metadata.get("executed_from")
-        if executed_from != source_digest(ROOT / chapter):
+        metadata = nbformat.read(copy, as_version=4).metadata
+        if metadata.get("executed_from") != source_digest(ROOT / chapter):
             return None
+        this_run = os.environ.get(RUN)
+        if chapter not in written and not (this_run and metadata.get("executed_in") == this_run):
+            return None
+        written[chapter] = copy
     if staging.exists():
         shutil.rmtree(staging)
     shutil.copytree(
