@@ -2,8 +2,9 @@
 # The package on the other Pythons it supports: build the wheel once, then for each of Python 3.12
 # and 3.13 make a fresh venv in _build/pythons/, install torch==2.13.0 and the wheel with its
 # `serve` extra as a user does (`pip install ".[serve]"`, as .github/workflows/tests.yml), and run
-# the tests marked `package` there (tests/test_package_smoke.py). tools/test.sh runs this beside
-# the main suite: most of it is waiting on downloads, which pip's cache makes fast the next time.
+# the tests marked `package` there (tests/test_package_smoke.py); a venv that passed is removed
+# (about 5 GB each). tools/test.sh runs this beside the main suite: most of it is waiting on
+# downloads, which pip's cache makes fast the next time.
 #
 #     bash tools/test_pythons.sh [3.12 3.13]
 #
@@ -59,6 +60,7 @@ for version in "${VERSIONS[@]}"; do
       tests/test_package_smoke.py >>"$OUT/$version.log" 2>&1; then
     echo "pythons: Python $version ($("$venv/bin/python" --version 2>&1)): $(tail -1 "$OUT/$version.log" | tr -d '=')" \
          "(installed in ${installed} s, tested in $((SECONDS - started - installed)) s)"
+    rm -rf "$venv"  # about 5 GB with PyPI's torch; a failing one stays for a look
   else
     echo "pythons: Python $version: the package tests FAILED ($OUT/$version.log):"
     tail -30 "$OUT/$version.log"
