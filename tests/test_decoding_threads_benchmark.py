@@ -6,7 +6,7 @@ import json
 import decoding_threads
 import pytest
 
-# workers and threads take the machine's cores: they run alone, after the lanes (tools/run_tests.py)
+# workers and threads take the machine's cores: they run alone, after the queue (tools/run_tests.py)
 pytestmark = pytest.mark.serial
 
 

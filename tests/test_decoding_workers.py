@@ -20,7 +20,7 @@ from annotated_transformer.translator import Translator
 
 RECORDS = Path(__file__).resolve().parents[1] / "results" / "release"
 
-# workers and threads take the machine's cores: they run alone, after the lanes (tools/run_tests.py)
+# workers and threads take the machine's cores: they run alone, after the queue (tools/run_tests.py)
 pytestmark = pytest.mark.serial
 
 

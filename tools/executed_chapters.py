@@ -13,7 +13,7 @@ chapter not executed in this session (a browser test run on its own, a chapter d
 `-k`) means no staging: the build then executes every chapter itself, as README command (1) does.
 
 The hand-off also goes through the disk, so that the chapters and the browser test can run in
-different pytest processes (tools/run_tests.py runs the suite in lanes side by side): with
+different pytest processes (tools/run_tests.py runs the suite as one process per core): with
 `ANNOTATED_TRANSFORMER_TEST_RUN` set, each executed copy records that run's name, and `stage_book`
 takes a copy that another process of the same run wrote, if it was executed from the chapter as it
 is now. A copy left by an earlier run, or by a chapter edited since, is never taken.

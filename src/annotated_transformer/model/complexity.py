@@ -17,45 +17,6 @@ import math
 from dataclasses import dataclass
 
 
-def self_attention(n: int, d: int) -> "LayerCost":
-    """Every position attends to every position: n² scores of width d, all at once."""
-    _positive(n=n, d=d)
-    return LayerCost("Self-Attention", n * n * d, 1, 1)
-
-
-def recurrent(n: int, d: int) -> "LayerCost":
-    """One d×d matrix product per position, each waiting for the previous one."""
-    _positive(n=n, d=d)
-    return LayerCost("Recurrent", n * d * d, n, n)
-
-
-def convolutional(n: int, d: int, k: int) -> "LayerCost":
-    """A width-k kernel of d×d matrices at every position; dilated stacks reach n in log_k(n)."""
-    _positive(n=n, d=d, k=k)
-    if k < 2:
-        raise ValueError(f"kernel width k must be at least 2, got {k}")
-    return LayerCost("Convolutional", k * n * d * d, 1, max(1.0, math.log(n, k)))
-
-
-def restricted_self_attention(n: int, d: int, r: int) -> "LayerCost":
-    """Each position attends to a neighbourhood of r positions only."""
-    _positive(n=n, d=d, r=r)
-    return LayerCost("Self-Attention (restricted)", r * n * d, 1, max(1.0, n / r))
-
-
-def table1(n: int, d: int, k: int = 3, r: int = 16) -> list["LayerCost"]:
-    """The four rows of Table 1 at one size, in the paper's order."""
-    return [
-        self_attention(n, d),
-        recurrent(n, d),
-        convolutional(n, d, k),
-        restricted_self_attention(n, d, r),
-    ]
-
-
-# From book/background.ipynb,
-#   "Background: why attention, and what it costs"
-#   › "One row as a value: `LayerCost`".
 @dataclass(frozen=True)
 class LayerCost:
     """One row of Table 1 evaluated at concrete sizes."""
@@ -64,6 +25,42 @@ class LayerCost:
     complexity: float  # operations per layer
     sequential_operations: float  # operations that must run one after another
     maximum_path_length: float  # layers a signal crosses between the two most distant positions
+
+
+def self_attention(n: int, d: int) -> LayerCost:
+    """Every position attends to every position: n² scores of width d, all at once."""
+    _positive(n=n, d=d)
+    return LayerCost("Self-Attention", n * n * d, 1, 1)
+
+
+def recurrent(n: int, d: int) -> LayerCost:
+    """One d×d matrix product per position, each waiting for the previous one."""
+    _positive(n=n, d=d)
+    return LayerCost("Recurrent", n * d * d, n, n)
+
+
+def convolutional(n: int, d: int, k: int) -> LayerCost:
+    """A width-k kernel of d×d matrices at every position; dilated stacks reach n in log_k(n)."""
+    _positive(n=n, d=d, k=k)
+    if k < 2:
+        raise ValueError(f"kernel width k must be at least 2, got {k}")
+    return LayerCost("Convolutional", k * n * d * d, 1, max(1.0, math.log(n, k)))
+
+
+def restricted_self_attention(n: int, d: int, r: int) -> LayerCost:
+    """Each position attends to a neighbourhood of r positions only."""
+    _positive(n=n, d=d, r=r)
+    return LayerCost("Self-Attention (restricted)", r * n * d, 1, max(1.0, n / r))
+
+
+def table1(n: int, d: int, k: int = 3, r: int = 16) -> list[LayerCost]:
+    """The four rows of Table 1 at one size, in the paper's order."""
+    return [
+        self_attention(n, d),
+        recurrent(n, d),
+        convolutional(n, d, k),
+        restricted_self_attention(n, d, r),
+    ]
 
 
 # From book/appendix_settings.ipynb,
