@@ -1267,6 +1267,10 @@ CASES = [
     Case("argument-not-utf8", MACHINE, (*TR, os.fsdecode(b"M\xe4nner")), 1,
          "argument 1 is not UTF-8 text (byte 0xe4 at character 2)", "exit 1, as for standard "
          "input", note="\\xe4: ä in Latin-1"),
+    # -- issue 60, writes through links and into the package (rows added here) --
+    # -- issue 60, input that is not text; lines lost; long lines (rows added here) --
+    # -- issue 60, sizes and threads without a bound; settings that mislead (rows added here) --
+    # -- issues 59 and 60, opening a model; records (rows added here) --
 ]  # fmt: skip
 
 

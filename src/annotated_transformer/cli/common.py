@@ -16,6 +16,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from annotated_transformer.util.errors import UsageError as UsageError  # (exit status 2)
+
 PROG = "annotated-transformer"
 # runs.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
 PRESET_NAMES = ("tiny", "small", "release", "base", "big", "wmt14-base", "wmt14-big")
@@ -27,8 +29,6 @@ MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
 PAIRS, LANGUAGE_NAMES = ("de-en", "en-de"), {"de": "German", "en": "English"}
 
 
-class UsageError(Exception):
-    """A mistake in what was typed (an option, a value): exit status 2."""
 
 
 # --- checks made before any work ---------------------------------------------------------------

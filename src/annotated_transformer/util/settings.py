@@ -16,8 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from annotated_transformer.util.errors import InputError
 
-class SettingError(ValueError):
+
+class SettingError(InputError):
     """A setting with a value it does not allow; the message names the setting and the value."""
 
 
