@@ -29,8 +29,6 @@ MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
 PAIRS, LANGUAGE_NAMES = ("de-en", "en-de"), {"de": "German", "en": "English"}
 
 
-
-
 # --- checks made before any work ---------------------------------------------------------------
 
 
