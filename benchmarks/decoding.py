@@ -56,11 +56,12 @@ from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
 from annotated_transformer.decoding.simple import simple_greedy_decode
-from annotated_transformer.decoding.workers import cpu_quota
 from annotated_transformer.evaluation.scores import bleu
+from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.training.measure import timed
 from annotated_transformer.translator import Translator
+from annotated_transformer.util.cores import cpu_quota
 from annotated_transformer.util.device import describe_device
 
 FORCED_TOKENS = 40  # output length of the cached-vs-uncached comparison
@@ -232,10 +233,8 @@ def _ours_int8(translator: Translator, folder: Path, threads: int) -> Engine:
 
 def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]:
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
-        from annotated_transformer.exports.ct2 import CT2Translator
-
         export = ct2_sweep.export(translator, quantization, folder)  # (one per run, shared)
-        engine = CT2Translator.open(export, threads=threads)
+        engine = open_translator(export, workers=threads)
         return lambda german, beam: engine.translate(german, beam_size=beam, alpha=0.6)
 
     return make
@@ -305,9 +304,7 @@ ENGINES = (
 @functools.cache
 def _translator(checkpoint: str | None, device: str | None) -> Translator:
     """The model to translate with, loaded once per process."""
-    if checkpoint is None:
-        return Translator.pretrained(device=device)
-    return Translator.from_checkpoint(checkpoint, device=device)
+    return open_translator(checkpoint, device=device, reads=PYTORCH)
 
 
 def _engine_round(job: dict, translator: Translator | None = None) -> dict:
@@ -445,11 +442,8 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
     torch.set_num_threads(args.threads)
     if args.busy:
         print(f"{args.busy} other processes keep the CPU busy while it measures")
-    if args.checkpoint is None:
-        translator = Translator.pretrained(device=args.device)
-    else:
-        translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    model, device = translator.model, next(translator.model.parameters()).device
+    translator = open_translator(args.checkpoint, device=args.device, reads=PYTORCH)
+    model, device = translator.model, translator.device
     pairs = [(s, t) for s, t in read_split(args.split, args.data_dir) if s.strip() and t.strip()]
     if args.limit:
         pairs = pairs[: args.limit]

@@ -37,7 +37,7 @@ from torch.profiler import ProfilerActivity, profile
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.translator import Translator
+from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.util.device import describe_device
 
 # group: the operators whose self time it sums (the rest are "other operators")
@@ -183,7 +183,7 @@ def measure(model: nn.Module, translate: Callable[[], object]) -> dict:
 
 def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(1)  # one worker's thread
-    translator = Translator.pretrained(device="cpu")
+    translator = open_translator(device="cpu", reads=PYTORCH)
     pairs = read_split(args.split, args.data_dir)[: args.limit]
     sources = translator.encode([s for s, _ in pairs])
     results = {}

@@ -48,11 +48,11 @@ def child(way: str, split: str, limit: int | None) -> None:
     import torch
 
     from annotated_transformer.data.multi30k import read_split
-    from annotated_transformer.translator import Translator
+    from annotated_transformer.exports.formats import PYTORCH, open_translator
 
     _, threads, workers = WAYS[way]
     torch.set_num_threads(threads)
-    translator = Translator.pretrained(device="cpu")
+    translator = open_translator(device="cpu", reads=PYTORCH)
     translator.workers = workers
     german = [de for de, en in read_split(split) if de.strip() and en.strip()][:limit]
     translator.translate(german[:20])  # warm up

@@ -30,6 +30,7 @@ from annotated_transformer.decoding.cache import decode_step
 from annotated_transformer.decoding.search import beam_search
 from annotated_transformer.decoding.simple import SEARCHES
 from annotated_transformer.evaluation.scores import bleu
+from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.training.measure import timed
 from annotated_transformer.translator import Translator
 from annotated_transformer.util.device import describe_device
@@ -65,10 +66,7 @@ def counted_translation(
 
 def bench_search_rules(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(args.threads)
-    if args.checkpoint:
-        translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    else:
-        translator = Translator.pretrained(device=args.device)
+    translator = open_translator(args.checkpoint or None, device=args.device, reads=PYTORCH)
     pairs = read_split(args.split, args.data_dir)[: args.limit]
     german, references = [g for g, _ in pairs], [e for _, e in pairs]
     seconds: dict[str, list[float]] = {rule: [] for rule in SEARCHES}

@@ -26,11 +26,11 @@ def test_subsequent_mask_refuses_a_size_that_is_not_positive() -> None:
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        (attention, ["_check_shapes", "_check_mask", "_check_heads"]),
-        (masks, ["_check_size", "_check_ids"]),
+        (attention, ["check_shapes", "check_mask", "check_heads"]),
+        (masks, ["check_size", "check_ids"]),
     ],
 )
 def test_the_checks_written_in_the_appendix_are_in_their_modules(module, names) -> None:
     assert all(callable(getattr(module, name, None)) for name in names)
     assert callable(attention.MultiHeadedAttention._check_inputs)
-    assert callable(positional._PositionalBase._check_length)
+    assert callable(positional.PositionalBase._check_length)

@@ -241,7 +241,7 @@ def test_a_bpe_checkpoint_without_its_tokenizer_or_beside_another_is_refused(bpe
 
 def test_averaging_keeps_the_tokenizer_and_refuses_another(bpe_run, tmp_path):
     path = bpe_run / "checkpoint-00000020.pt"
-    averaged = average_checkpoints([path, path])
+    averaged = average_checkpoints([path])  # (a step given twice is refused: counted twice)
     averaged.save(tmp_path / "average.pt")
     assert load_checkpoint(tmp_path / "average.pt")["bpe"] == load_checkpoint(path)["bpe"]
     other = load_checkpoint(path)  # another run's tokenizer, with its vocabularies

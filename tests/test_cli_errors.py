@@ -476,6 +476,22 @@ def another_vocabulary(wmt: Path) -> None:
     other.save(wmt / "shards-bpe300-min2" / "bpe.json")
 
 
+def id_at(position: int, value: int) -> Callable[[bytes], bytes]:
+    """A change of a shard's ids file (uint16): the id at `position` made `value`."""
+    import numpy as np
+
+    def change(data: bytes) -> bytes:
+        ids = np.frombuffer(data, dtype=np.uint16).copy()
+        ids[position] = value
+        return ids.tobytes()
+
+    return change
+
+
+def json_key(key: str, value: object) -> Callable[[bytes], bytes]:
+    return lambda data: json.dumps({**json.loads(data), key: value}).encode()
+
+
 def onnx_record(folder: Path) -> None:
     """`web`: what export-onnx writes, its graphs stand-ins (the record, export.json, says what
     wrote the folder)."""
@@ -518,6 +534,17 @@ def a_weight_nan(data: bytes) -> bytes:
     weights, name = load(data), "encoder.layers.0.feed_forward.w_1.bias"
     weights[name] = torch_full_like(weights[name], float("nan"))
     return save(weights)
+
+
+def averaged(name: str) -> Callable[[Path], None]:
+    """A setup: `name`, the average of run's one checkpoint (as `average run --last 1` makes)."""
+
+    def setup(folder: Path) -> None:
+        from annotated_transformer.training.averaging import average_checkpoints
+
+        average_checkpoints([folder / "run" / CHECKPOINT]).save(folder / name)
+
+    return setup
 
 
 def crafted_checkpoint(name: str, **parts: object) -> Callable[[Path], None]:
@@ -760,7 +787,7 @@ CASES = [
     # Issue 33, decoding with int8 weights
     Case("translate-quantize-word-run", RUN_FILES,
          ("translate", "--checkpoint", "run", "--quantize", "ct2-int8", "Hallo"), 1,
-         "--quantize ct2-int8 needs a run with the shared BPE vocabulary", "exit 1",
+         "quantize ct2-int8 needs a run with the shared BPE vocabulary", "exit 1",
          note="run: a run with word vocabularies"),
     Case("translate-quantize-an-export", VALUE,
          ("translate", "--checkpoint", "ct2", "--quantize", "int8", "Hallo"), 2,
@@ -931,12 +958,14 @@ CASES = [
          setup=shipped_sums("model.safetensors: ok\n"),
          note="shipped/SHA256SUMS: another program's list"),
     Case("shipped-folder-to-average", NOT_CHECKPOINT, ("average", "shipped", "--out", "avg.pt"),
-         1, "shipped: a model written by save-pretrained (it holds SHA256SUMS), not a run folder",
+         1, "shipped is a save-pretrained folder (written by save-pretrained): average needs a "
+         "checkpoint or a run folder; translate, evaluate, attention and the exports read it",
          "exit 1, says what the folder is and which commands take it", setup=shipped_with(),
          note="shipped: a save-pretrained folder"),
     Case("shipped-folder-to-save-pretrained", NOT_CHECKPOINT,
          ("save-pretrained", "shipped", "--out", "again"), 1,
-         "give it to translate, evaluate, attention or export-onnx as --checkpoint",
+         "save-pretrained needs a checkpoint or a run folder; translate, evaluate, attention and "
+         "the exports read it",
          "exit 1, as above", setup=shipped_with(), note="shipped: a save-pretrained folder"),
     # Issue 32, normalization
     Case("translate-only-zero-width", NOTHING, (*TR, "\u200b\u2060"), 2, "nothing to translate",
@@ -1204,8 +1233,8 @@ CASES = [
          "exit 1, says that ONNX Runtime reads it", setup=onnx_record,
          note="web: written by export-onnx"),
     Case("ct2-export-to-average", FOREIGN, ("average", "ct2", "--out", "avg.pt"), 1,
-         "ct2 is a CTranslate2 export (written by export-ct2): average needs checkpoint files "
-         "or a run folder", "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         "ct2 is a CTranslate2 export (written by export-ct2): average needs a checkpoint or a "
+         "run folder", "exit 1, as above", setup=export_of("export-ct2", "ct2"),
          note="ct2: written by export-ct2"),
     Case("hf-export-to-save-pretrained", FOREIGN, ("save-pretrained", "hf", "--out", "again"), 1,
          "hf is a transformers export (written by export-hf): save-pretrained needs a checkpoint "
@@ -1267,10 +1296,137 @@ CASES = [
     Case("argument-not-utf8", MACHINE, (*TR, os.fsdecode(b"M\xe4nner")), 1,
          "argument 1 is not UTF-8 text (byte 0xe4 at character 2)", "exit 1, as for standard "
          "input", note="\\xe4: ä in Latin-1"),
-    # -- issue 60, writes through links and into the package (rows added here) --
-    # -- issue 60, input that is not text; lines lost; long lines (rows added here) --
-    # -- issue 60, sizes and threads without a bound; settings that mislead (rows added here) --
-    # -- issues 59 and 60, opening a model; records (rows added here) --
+    # issue 60: writes through links and into the package
+    Case("export-lock-a-link-to-a-file", CLOBBER,
+         ("export-ct2", "--checkpoint", "shipped", "--out", "L3"), 1,
+         ".L3.lock: a symbolic link (to victim.txt), which is not followed",
+         "exit 1, victim.txt unchanged (it got the exporter's pid)",
+         setup=both(shipped_with(), write("victim.txt", "precious\n"),
+                    link(".L3.lock", "victim.txt")),
+         note="shipped: a copy of the shipped model; .L3.lock: a link to the user's victim.txt, "
+              "planted as the lock of L3"),
+    Case("export-lock-a-link-to-a-missing-file", CLOBBER,
+         ("export-ct2", "--checkpoint", "shipped", "--out", "L3"), 1,
+         ".L3.lock: a symbolic link (to gone.txt), which is not followed",
+         "exit 1, gone.txt not made (it was)", setup=both(shipped_with(), link(".L3.lock",
+         "gone.txt")), note="shipped: as above; .L3.lock: a link to a file that is not there"),
+    Case("train-lock-a-link", CLOBBER, ("train", "--resume", "--out", "run"), 1,
+         "run/train.lock: a symbolic link (to ../victim.txt), which is not followed",
+         "exit 1 before any work, victim.txt unchanged",
+         setup=both(write("victim.txt", "precious\n"), link("run/train.lock", "../victim.txt")),
+         note="run/train.lock: a link to the user's victim.txt"),
+    Case("save-pretrained-into-the-package", CLOBBER,
+         ("save-pretrained", "run", "--out",
+          str(Path(annotated_transformer.__file__).parent / "pretrained_model")), 1,
+         "pretrained_model is inside the installed package", "exit 1 before loading anything, "
+         "the shipped model kept (it was replaced, exit 0); --into-package lets the release "
+         "recipe write there",
+         shown="annotated-transformer save-pretrained run --out SITE/annotated_transformer/"
+               "pretrained_model"),
+    Case("export-onnx-into-the-package", CLOBBER,
+         ("export-onnx", "--out", str(Path(annotated_transformer.__file__).parent / "web")), 1,
+         "web is inside the installed package", "exit 1 before loading anything",
+         shown="annotated-transformer export-onnx --out SITE/annotated_transformer/web"),
+    # issue 60: input that is not text, lines lost before an error, long lines
+    Case("prepare-shard-id-outside-the-vocabulary", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.en.ids: token 5 is id 65535, outside the vocabulary of "
+         "300 pieces: the shard is damaged", "exit 1, names the file and the id; not \"already "
+         "prepared\"", setup=text_then(rewritten("shards-bpe300-min2/train.en.ids",
+                                                  id_at(5, 65535))),
+         note="wmt/shards-bpe300-min2/train.en.ids: its sixth id made 65,535, the size the same"),
+    Case("train-shard-id-outside-the-vocabulary", MISSING, TW, 1,
+         "wmt/shards-bpe300-min2/train.de.ids: token 0 is id 300, outside the vocabulary of 300",
+         "exit 1 before any step (not an IndexError mid-epoch), names the file",
+         setup=text_then(rewritten("shards-bpe300-min2/train.de.ids", id_at(0, 300))),
+         note="wmt/shards-bpe300-min2/train.de.ids: its first id made 300, one past the last"),
+    Case("prepare-shard-vocab-size-edited", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.json: vocab_size 70,000, but bpe.json holds 300 pieces",
+         "exit 1, names both files",
+         setup=text_then(rewritten("shards-bpe300-min2/train.json",
+                                   json_key("vocab_size", 70000))),
+         note="wmt/shards-bpe300-min2/train.json: its vocab_size made 70000"),
+    Case("not-utf8-on-line-1015", LONG, (*TR, "--beam", "1"), 1,
+         "standard input is not UTF-8 text (line 1015", "exit 1 once lines 1 to 1,014 are "
+         "written", stdin=b"Ein Hund rennt.\n" * 1014 + b"M\xe4nner\n",
+         shown="(yes 'Ein Hund rennt.' | head -1014; printf 'M\\xe4nner\\n') | "
+               "annotated-transformer translate --checkpoint run --beam 1"),
+    Case("a-line-too-long-after-others-of-its-chunk", LONG, (*TR, "--beam", "1"), 1,
+         "line 15 has 300 tokens", "exit 1 once lines 1 to 14 are written",
+         stdin=b"Ein Hund.\n" * 14 + b"Hund " * 300 + b"\nEin Mann.\n",
+         shown="(yes 'Ein Hund.' | head -14; yes Hund | head -300 | paste -sd ' ') | "
+               "annotated-transformer translate --checkpoint run --beam 1"),
+    Case("an-argument-too-long-after-another", LONG,
+         (*TR, "--beam", "1", SENTENCE, " ".join(["Hund"] * 300)), 1,
+         "argument 2 has 300 tokens", "exit 1 once argument 1's translation is written",
+         shown="annotated-transformer translate --checkpoint run --beam 1 'Ein Hund rennt.' "
+               "\"$(yes Hund | head -300 | paste -sd ' ')\""),
+    Case("a-20-megabyte-line", LONG, TR, 1,
+         "standard input: line 2 is longer than 4,194,304 characters, more than any model reads",
+         "exit 1 after reading 4 MB of it, not 20 (in time linear in what is read)",
+         stdin=b"Ein Hund.\n" + b"Hund " * 4_000_000, process="20 MB on standard input",
+         shown="(echo 'Ein Hund.'; yes Hund | head -4000000 | paste -sd ' ') | "
+               "annotated-transformer translate --checkpoint run"),
+    Case("a-line-of-more-characters-than-the-model-reads", LONG, TR, 1,
+         "line 1 has 50,000 characters, more than this model's 255 tokens can hold (16,320: at "
+         "most 64 characters a token)", "exit 1 before it is tokenized",
+         stdin=b"Hundeh\xc3\xbctte" * 5000 + b"\n",
+         shown="(yes Hundehütte | head -5000 | paste -sd '') | "
+               "annotated-transformer translate --checkpoint run"),
+    # issue 60: sizes and threads without a bound, settings that mislead
+    Case("train-n-100000", MACHINE, (*T, "new", "--set", "N=100000"), 1,
+         "settings N=100000, d_model=64, d_ff=256: a model of 11,596,800,000 parameters needs "
+         "185,548,800,000 bytes (172.8 GiB) for its weights, gradients and Adam's two moments",
+         "exit 1 at once, before any data is read: names the sizes, the bytes needed and the "
+         "bytes there are"),
+    Case("train-d-model-1048576", MACHINE, (*T, "new", "--set", "d_model=1048576"), 1,
+         "settings N=2, d_model=1048576, d_ff=256: a model of 26,390,451,717,120 parameters",
+         "exit 1 at once, not the out-of-memory advice to lower --max-tokens"),
+    Case("translate-threads-1024", VALUE, (*TR, "--threads", "1024", SENTENCE), 2,
+         "argument --threads: expected at most", "exit 2, names the cores this process may run "
+         "on, before the model is read"),
+    Case("evaluate-threads-more-than-the-cores", VALUE,
+         ("evaluate", "--checkpoint", "run", "--threads", str(2**20)), 2,
+         "the cores this process may run on (more would only wait for them)", "exit 2, as above"),
+    Case("train-out-ct2-export", FOREIGN, (*T, "ct2"), 1,
+         "--out ct2 is a CTranslate2 export (written by export-ct2), not a run folder",
+         "exit 1, says what the folder is, not \"unknown setting 'add_source_bos'\"",
+         setup=export_of("export-ct2", "ct2"), note="ct2: written by export-ct2"),
+    Case("train-resume-ct2-export", FOREIGN, ("train", "--resume", "--out", "ct2"), 1,
+         "--out ct2 is a CTranslate2 export (written by export-ct2), not a run folder",
+         "exit 1, as above", setup=export_of("export-ct2", "ct2"),
+         note="ct2: written by export-ct2"),
+    Case("train-out-save-pretrained", FOREIGN, (*T, "shipped"), 1,
+         "--out shipped is a save-pretrained folder (written by save-pretrained), not a run "
+         "folder", "exit 1, as above", setup=shipped_with(),
+         note="shipped: a copy of the model that ships with the package"),
+    Case("train-max-len-1", SETTING, (*T, "new", "--set", "max_len=1"), 2,
+         "setting max_len: max_len=1 leaves no room for any sentence: a target takes <s>, at "
+         "least one token and </s>, so max_len must be at least 3",
+         "exit 2 before any data is read, not \"no examples to batch\""),
+    Case("train-max-len-2", SETTING, (*T, "new", "--set", "max_len=2", "--max-tokens", "64"), 2,
+         "setting max_len: max_len=2 leaves no room for any sentence", "exit 2, as above"),
+    # issues 59 and 60: one door to a model, records that name their model
+    Case("t2t-with-keep-greedy", CONFLICT, (*TR, "--search", "t2t", "--keep-greedy", SENTENCE),
+         2, "keep_greedy goes with the k-finished search, not with search='t2t' (--keep-greedy "
+         "with --search t2t)", "exit 2 before the model is read (it was exit 1, after)"),
+    Case("mirror-sftp", VALUE, ("download", "--dataset", "wmt14-en-de", "--data-dir", "wmt",
+         "--mirror", "sftp://example.org/wmt"), 2,
+         "--mirror sftp://example.org/wmt: sftp:// is not read here; give a folder",
+         "exit 2, names the URL schemes it reads (it asked for paramiko)"),
+    Case("ct2-record-edited", RUN_FILES, ("translate", "--checkpoint", "ct2", "Hallo"), 1,
+         "ct2/export.json: changed after the export wrote it (its record_sha256 no longer "
+         "matches its content): export again", "exit 1, loads nothing (it loaded, then reported "
+         "int8)", setup=ct2_copy(ct2_record(lambda about: about.update(quantization="int8"))),
+         note="ct2: its export.json edited from float32 to int8"),
+    Case("own-save-pretrained-damaged", RUN_FILES, (*TS, SENTENCE), 1,
+         "the file is damaged or was changed (write the folder again with save-pretrained)",
+         "exit 1, names the file; not \"reinstall the package\" for a user's own folder",
+         setup=both(shipped_with(), write("shipped/bpe.json", "{}")),
+         note="shipped: a save-pretrained folder whose bpe.json was replaced"),
+    Case("average-an-average-and-its-member", RUN_FILES,
+         ("average", "avg.pt", f"run/{CHECKPOINT}", "--out", "again.pt"), 1,
+         "both hold step 2", "exit 1, says the step would count twice", setup=averaged("avg.pt"),
+         note="avg.pt: an average of run's last checkpoint"),
 ]  # fmt: skip
 
 
@@ -1556,11 +1712,12 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 181
+IN_PROCESS_ROWS = 207
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 5,
     "a lock held by another process": 4,
+    "20 MB on standard input": 1,
 }
 
 
@@ -2303,9 +2460,9 @@ def test_a_folder_written_twice_at_once_is_refused_and_stays_whole(capsys, folde
 
 
 def test_a_long_translation_keeps_what_it_wrote_and_names_the_line(folder):
-    """Issue 45: a bad line in a later chunk stops the translation there: the lines of the
-    chunks before it are written (and flushed) first, and the error names the line of the input,
-    counted as the user counts them (empty lines too)."""
+    """Issue 45: a bad line in a later chunk stops the translation there: every line before it,
+    in its own chunk too (issue 60), is written (and flushed) first, and the error names the
+    line of the input, counted as the user counts them (empty lines too)."""
     lines = ["Ein Hund.", "", "Ein Mann.", "Hund " * 300, "Eine Frau."]
     done = subprocess.run(
         [sys.executable, "-m", "annotated_transformer", "translate", "--checkpoint", "run",
@@ -2313,7 +2470,7 @@ def test_a_long_translation_keeps_what_it_wrote_and_names_the_line(folder):
         timeout=300,
     )  # fmt: skip
     written = done.stdout.decode("utf-8").splitlines()
-    assert done.returncode == 1 and len(written) == 2 and written[1] == ""  # lines 1 and 2
+    assert done.returncode == 1 and len(written) == 3 and written[1] == ""  # lines 1 to 3
     (line,) = done.stderr.decode("utf-8").strip().splitlines()
     assert line.startswith(f"{ERROR} line 4 has 300 tokens")
 

@@ -10,13 +10,10 @@ import torch
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import workers as workers_module
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.decoding.workers import (
-    decoding_workers,
-    pieces,
-    run_searches,
-    usable_cores,
-)
+from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.translator import Translator
+from annotated_transformer.util import cores as cores_module
+from annotated_transformer.util.cores import usable_cores
 
 RECORDS = Path(__file__).resolve().parents[1] / "results" / "release"
 
@@ -70,10 +67,10 @@ def test_the_default_is_one_worker_per_thread_at_most_the_cores(monkeypatch, res
 
 
 def test_usable_cores_follows_the_cpu_quota(monkeypatch):
-    monkeypatch.setattr(workers_module, "cpu_quota", lambda: 1.5)
+    monkeypatch.setattr(cores_module, "cpu_quota", lambda: 1.5)
     assert usable_cores() == 1
-    monkeypatch.setattr(workers_module, "cpu_quota", lambda: None)
-    assert usable_cores() == len(workers_module.os.sched_getaffinity(0))
+    monkeypatch.setattr(cores_module, "cpu_quota", lambda: None)
+    assert usable_cores() == len(cores_module.os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
@@ -98,3 +95,21 @@ def test_an_error_stops_the_jobs_not_yet_begun(restore_threads):
     with pytest.raises(MemoryError, match="a batch too large"):
         list(run_searches(search, list(range(100)), workers=2))
     assert len(ran) < 99 and torch.get_num_threads() == threads
+
+
+def test_two_calls_at_once_give_the_sequential_results_and_leave_the_threads(
+    shipped, restore_threads
+):
+    """Two threads of a caller translate at once (issue 59): each gets what it gets alone, and
+    PyTorch's thread count is the one they found."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    torch.set_num_threads(2)
+    sources = shipped.encode([de for de, _ in read_split("test2016")[:24]])
+    alone = [translate_ids(shipped.model, part, shipped.tgt_vocab, max_len=256, beam_size=2,
+                           workers=2) for part in (sources[:12], sources[12:])]  # fmt: skip
+    with ThreadPoolExecutor(2) as callers:
+        both = list(callers.map(lambda part: translate_ids(
+            shipped.model, part, shipped.tgt_vocab, max_len=256, beam_size=2, workers=2
+        ), (sources[:12], sources[12:])))  # fmt: skip
+    assert both == alone and torch.get_num_threads() == 2

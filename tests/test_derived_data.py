@@ -321,3 +321,30 @@ def test_export_hf_of_other_weights_beside_the_shipped_card_claims_no_scores(tmp
     readme = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
     front = yaml.safe_load(readme.split("---\n")[1])
     assert "model-index" not in front and "39.93" not in readme and "# Model card" not in readme
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("split", None, "its split is null, not a string"),
+        ("hypotheses", 3, "its hypotheses is a number, not a string"),
+        ("pair", ["en", "de"], "its pair is a list, not a string"),
+    ],
+)
+def test_rescore_refuses_a_record_whose_keys_are_not_strings(record, text, key, value, message):
+    from annotated_transformer.util.errors import InputError
+
+    about = json.loads(record.read_text(encoding="utf-8"))
+    record.write_text(json.dumps({**about, key: value}), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"newstest2014-x.json: {message}: not a results record"):
+        rescore(record, text)
+
+
+def test_rescore_refuses_hypotheses_that_are_not_utf8(record, text):
+    from annotated_transformer.util.errors import InputError
+
+    (record.parent / "newstest2014-x.de").write_bytes(b"Ein Hund\n\xe4\n")
+    message = (r"newstest2014-x.json: its hypotheses, .*newstest2014-x\.de, are not UTF-8 text "
+               r"\(invalid continuation byte at byte 9\)")  # fmt: skip
+    with pytest.raises(InputError, match=message):
+        rescore(record, text)

@@ -61,3 +61,35 @@ def test_downloads_one_after_another_each_clean_up(tmp_path: Path) -> None:
         (folder / "tmpqwertyui").write_bytes(b"x")
         with downloading(folder, tmp_path / "cache") as removed:
             assert [p.name for p in removed] == ["tmpqwertyui"]
+
+
+@pytest.mark.parametrize("target", ["victim.txt", "missing.txt"])
+def test_a_link_planted_as_the_download_lock_is_refused_not_followed(
+    tmp_path: Path, target: str
+) -> None:
+    """Issue 60: the cache's lock is opened as every lock is (`util.locks`), never through a
+    link: one planted there is refused, naming it, and what it points at is left as it was."""
+    from annotated_transformer.util.downloads import LOCK
+    from annotated_transformer.util.locks import LinkRefused
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (tmp_path / "victim.txt").write_text("precious\n")
+    (cache / LOCK).symlink_to(tmp_path / target)
+    with pytest.raises(LinkRefused, match="a symbolic link"), downloading(tmp_path, cache):
+        pass
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+    assert not (tmp_path / "missing.txt").exists()
+
+
+def test_a_download_beside_another_removes_nothing(tmp_path: Path) -> None:
+    """Two downloads at once hold the lock shared; the second, finding the first, leaves the
+    partial files (they may be the first's) and removes them only once it is alone."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "tmpqwertyui").write_bytes(b"x")
+    with downloading(folder, tmp_path / "cache") as first:
+        (folder / "tmpasdfghjk").write_bytes(b"the first's own")
+        with downloading(folder, tmp_path / "cache") as second:
+            assert [p.name for p in first] == ["tmpqwertyui"] and second == []
+        assert (folder / "tmpasdfghjk").exists()

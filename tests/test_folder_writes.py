@@ -278,6 +278,79 @@ def test_the_transformers_export_is_checked_before_transformers_reads_it(both_ex
         hf_export.check_export(folder)
 
 
+# --- issue 60: no write through a link, none into the package, dead writers' leftovers removed ----
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    return int(ended.stdout)
+
+
+@pytest.mark.parametrize("kind", list(MODULES))
+@pytest.mark.parametrize("target", ["victim.txt", "missing.txt"])
+def test_a_link_planted_as_the_lock_is_refused_not_followed(kind, target, shipped, models,
+                                                            tmp_path):  # fmt: skip
+    """The issue's case: `ln -s victim.txt .L3.lock` had the exporter write its pid into
+    victim.txt (and a link to a missing file made that file). Now one line naming the link."""
+    (tmp_path / "victim.txt").write_text("precious\n")
+    lock_path(tmp_path / "L3").symlink_to(target)
+    with pytest.raises(OSError, match=rf"\.L3\.lock: a symbolic link \(to {target}\)") as caught:
+        export(kind, models[0], shipped, tmp_path / "L3", "A")
+    assert "\n" not in str(caught.value)
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+    assert not (tmp_path / "missing.txt").exists() and not (tmp_path / "L3").exists()
+    assert lock_path(tmp_path / "L3").is_symlink()  # the user's link is left as it was
+
+
+def test_no_writer_writes_into_the_installed_package_unless_told(shipped, models):
+    """`save-pretrained`/`export-*` --out the package's own folder replaced the shipped model;
+    the Python API is refused the same way, and only `into_package=True` (the release recipe's
+    --into-package) lets a writer in."""
+    from annotated_transformer import pretrained
+    from annotated_transformer.util.errors import InputError
+
+    folder = pretrained.shipped_folder()
+    before = {path.name: pretrained.sha256(path) for path in folder.iterdir()}
+    saved = type("Saved", (), {"bpe": shipped.bpe, "config": shipped.config})()
+    with pytest.raises(InputError, match=r"pretrained_model is inside the installed package"):
+        pretrained.write_pretrained(saved, folder)
+    for kind in MODULES:
+        with pytest.raises(InputError, match=r"--into-package; into_package=True in Python"):
+            export(kind, models[0], shipped, folder.parent / "web", "A")
+    with pytest.raises(InputError, match="inside the installed package"):
+        atomic.write_export(folder, {"a.bin": b"a"}, "record.json", {"format": "demo"})
+    assert {path.name: pretrained.sha256(path) for path in folder.iterdir()} == before
+    assert not (folder.parent / "web").exists() and not lock_path(folder).exists()
+    atomic.check_outside_package(folder, into_package=True)  # what the release recipe passes
+
+
+def test_the_next_writer_removes_what_a_killed_writer_left(shipped, models, tmp_path):
+    """A killed export left `.NAME.written-by-PID.*.tmp` files in its folder and a scratch
+    folder beside it; the next writer of that folder, holding its lock, removes those of a pid
+    that no longer runs, and keeps a live writer's and a user's files."""
+    folder, dead = tmp_path / "ct2", dead_pid()
+    export("ct2", models[0], shipped, folder, "A")
+    left = [folder / f".model.bin.written-by-{dead}.k1ll3d00.tmp",
+            tmp_path / f".ct2.written-by-{dead}.k1ll3d00.tmp"]  # fmt: skip
+    left[0].write_bytes(b"half a model")
+    left[1].mkdir()
+    (left[1] / "model.bin").write_bytes(b"a converter's scratch")
+    kept = [folder / f".model.bin.written-by-{os.getpid()}.l1v1ng00.tmp",  # (a live writer's)
+            tmp_path / f".web.written-by-{dead}.0th3r000.tmp",  # (another folder's)
+            folder / ".notes.tmp"]  # fmt: skip
+    for path in kept:
+        path.write_text("kept")
+    export("ct2", models[1], shipped, folder, "B")
+    assert not any(path.exists() for path in left)
+    assert all(path.read_text() == "kept" for path in kept)
+    assert ct2_export.CT2Translator.open(folder).origin["model"] == "B"
+    with atomic.scratch_folder(folder) as scratch:  # named so that it would be found the same
+        assert atomic.TEMPORARY.match(scratch.name)["name"] == "ct2"
+    assert not scratch.exists()
+
+
 # --- plain CTranslate2 ----------------------------------------------------------------------------
 
 PLAIN_BEAM_EQUAL = 188  # of the first 200 sentences of test2016 (the README says so)

@@ -169,3 +169,95 @@ def test_no_two_modules_share_a_short_name() -> None:
 
 def test_the_package_ships_its_type_marker() -> None:
     assert (PACKAGE / "py.typed").exists()
+
+
+def modules_using(pattern: str) -> list[str]:
+    """The modules of the package whose code (comments aside) matches `pattern`."""
+    import re
+
+    found = []
+    for name, path in modules().items():
+        code = "\n".join(line.split("#", 1)[0] for line in path.read_text("utf-8").splitlines())
+        if re.search(pattern, code):
+            found.append(name)
+    return found
+
+
+def test_the_package_has_one_lock() -> None:
+    """Training's train.lock, an output folder's lock and the download cache's all take
+    `util.locks.hold` (issue 59): `fcntl.flock` appears in that module alone."""
+    pattern = r"\bfcntl\.flock\b|\bimport fcntl\b"
+    assert modules_using(pattern) == ["annotated_transformer.util.locks"]
+
+
+def test_the_package_has_one_sha256_helper() -> None:
+    """Records, exports, the shipped model's SHA256SUMS, downloads and prepared shards all hash
+    with `util.atomic.sha256` (a file) or `sha256_bytes` (issue 59)."""
+    pattern = r"\bhashlib\.(sha256|file_digest|new)\b"
+    assert modules_using(pattern) == ["annotated_transformer.util.atomic"]
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """A helper that another module uses has a public name where it lives (issue 59); the
+    chapters, which teach the package, import only public names too."""
+    import json
+
+    def private(tree: ast.AST, where: str) -> list[str]:
+        return [
+            f"{where}: from {node.module} import {alias.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE.name)
+            for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")
+        ]
+
+    found = []
+    for name, path in modules().items():
+        found += private(ast.parse(path.read_text(encoding="utf-8")), name)
+    for notebook in sorted((PACKAGE.parents[1] / "book").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for i, cell in enumerate(cells):
+            code = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+            lines = [line for line in code.splitlines() if not line.startswith(("%", "!"))]
+            found += private(ast.parse("\n".join(lines)), f"{notebook.name}, cell {i}")
+    assert not found, "\n".join(found)
+
+
+def _catches(handler: ast.ExceptHandler, names: set[str]) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(isinstance(k, ast.Name) and k.id in names for k in kinds)
+
+
+def test_the_command_line_knows_errors_by_type() -> None:
+    """In cli/, no `except ValueError` or `except Exception` catches what the package raises:
+    its errors are caught by their classes (`util.errors`), and entry.main's last handler alone
+    takes any other exception, as a bug (issue 59). A handler of ValueError may only guard
+    calls that are not the package's (`int(text)`, `json.loads`, `os.fstat`, ...)."""
+    broad, found = {"ValueError", "Exception", "BaseException"}, []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        ours = {  # the names this module imports from the package
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE.name)
+            for alias in node.names
+        }
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Try):
+                    continue
+                for handler in node.handlers:
+                    if not _catches(handler, broad):
+                        continue
+                    if path.name == "entry.py" and function.name == "main":
+                        found.append("the bug handler")
+                        continue
+                    called = {
+                        n.id for stmt in node.body for n in ast.walk(stmt)
+                        if isinstance(n, ast.Name)
+                    }  # fmt: skip
+                    if called & ours:
+                        found.append(f"{path.name}:{handler.lineno} ({sorted(called & ours)})")
+    assert found == ["the bug handler"], found

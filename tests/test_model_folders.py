@@ -27,6 +27,7 @@ from test_cli_errors import (
 )
 
 from annotated_transformer import cli, pretrained
+from annotated_transformer.exports.formats import identify
 from annotated_transformer.runs.checkpoints import check_payload, load_checkpoint, read_checkpoint
 
 
@@ -42,13 +43,16 @@ def folder(tmp_path: Path) -> Path:
 
 def test_a_folder_is_told_by_what_wrote_it_even_without_its_record(folder):
     export_of("export-ct2", "ct2")(folder)
-    assert cli._model_folder(folder / "ct2")[1] == "export-ct2"
+    assert identify(folder / "ct2").writer == "export-ct2"
     (folder / "ct2" / "export.json").unlink()  # its record lost: its files still tell
-    assert cli._model_folder(folder / "ct2")[1] == "export-ct2"
-    for path in (folder / "run", folder / "run" / CHECKPOINT, folder / "nowhere"):
-        assert cli._model_folder(path) is None  # a run folder, a checkpoint: what commands read
+    assert identify(folder / "ct2").writer == "export-ct2"
+    assert identify(folder / "run").name == "run folder"
+    assert identify(folder / "run" / CHECKPOINT).name == "checkpoint"
+    with pytest.raises(FileNotFoundError, match="no such checkpoint or run folder"):
+        identify(folder / "nowhere")
     shipped_with()(folder)
-    assert cli._model_folder(folder / "shipped") is None
+    assert identify(folder / "shipped").name == "save-pretrained"
+    assert identify(None).name == "shipped"
 
 
 def test_a_ct2_export_given_to_evaluate_writes_no_record_and_translates_nothing(
@@ -56,8 +60,8 @@ def test_a_ct2_export_given_to_evaluate_writes_no_record_and_translates_nothing(
 ):
     export_of("export-ct2", "ct2")(folder)
     opened = []
-    translator = "annotated_transformer.cli.translate_commands._translator"  # (never reached)
-    monkeypatch.setattr(translator, lambda args: opened.append(args))
+    translator = "annotated_transformer.cli.translate_commands.open_model"  # (never reached)
+    monkeypatch.setattr(translator, lambda args, command: opened.append(args))
     ct2, results = str(folder / "ct2"), str(folder / "res")
     fails(capsys, 1, "evaluate needs a checkpoint, a run folder or a save-pretrained folder",
           "evaluate", "--checkpoint", ct2, "--results", results)  # fmt: skip
@@ -94,7 +98,8 @@ def test_sizes_that_do_not_fit_the_weights_are_refused_before_building(
     def build_model(config):
         raise AssertionError(f"a model was built for {config}")
 
-    monkeypatch.setattr(pretrained, "check_files", lambda folder: None)  # (sums: not tested here)
+    unchecked = {pretrained.WEIGHTS: "unchecked"}  # (the sums: not tested here)
+    monkeypatch.setattr(pretrained, "check_files", lambda folder: unchecked)
     monkeypatch.setattr(pretrained, "build_model", build_model)
     with pytest.raises(ValueError, match="does not fit") as error:
         pretrained.load_pretrained(sized(tmp_path, **sizes))
@@ -102,7 +107,7 @@ def test_sizes_that_do_not_fit_the_weights_are_refused_before_building(
 
 
 def test_a_save_pretrained_folder_that_fits_still_loads(monkeypatch, tmp_path):
-    monkeypatch.setattr(pretrained, "check_files", lambda folder: None)
+    monkeypatch.setattr(pretrained, "check_files", lambda folder: {pretrained.WEIGHTS: "unchecked"})
     loaded = pretrained.load_pretrained(sized(tmp_path))  # (the sizes as they were)
     assert loaded.config.model.d_model == 256 and pretrained.tied_names(loaded.model)
 
@@ -179,34 +184,38 @@ def test_a_real_allocation_that_fails_is_one_line(capsys, monkeypatch, folder):
 
 
 @pytest.mark.parametrize(
-    ("text", "where"),
+    ("error", "where"),
     [
-        ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
-         "memory: you tried to allocate 17592186044416 bytes. Error code 12 (Cannot allocate "
-         "memory)", "memory"),  # Linux
-        ("[enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you "
-         "tried to allocate 17592186044416 bytes.", "memory"),  # Windows
-        ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 "
-         "GiB", "GPU"),
-        ("MPS backend out of memory (MPS allocated: 1.00 GB, other allocations: 0 bytes, max "
-         "allowed: 9.07 GB). Tried to allocate 16.00 GiB on private pool.", "GPU"),
-        ("std::bad_alloc", "memory"),
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
+         "allocate memory: you tried to allocate 17592186044416 bytes. Error code 12 (Cannot "
+         "allocate memory)"), "memory"),  # Linux
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough "
+         "memory: you tried to allocate 17592186044416 bytes."), "memory"),  # Windows
+        (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a "
+         "total capacity of 79.1 GiB"), "GPU"),
+        (torch.OutOfMemoryError("MPS backend out of memory (MPS allocated: 1.00 GB, other "
+         "allocations: 0 bytes, max allowed: 9.07 GB). Tried to allocate 16.00 GiB on private "
+         "pool."), "GPU"),
+        (RuntimeError("std::bad_alloc"), "memory"),
+        (MemoryError(), "memory"),
     ],
 )  # fmt: skip
-def test_every_wording_of_pytorch_for_out_of_memory_is_known(text, where):
+def test_running_out_of_memory_is_known_by_type(error, where):
     args = cli.build_parser().parse_args(["translate", "Hund."])
-    line = cli._out_of_memory(args, RuntimeError(text))
+    line = cli.out_of_memory(args, error)
     assert line is not None and line.startswith(f"out of {where} while running translate")
     other = RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")
-    assert cli._out_of_memory(args, other) is None  # PyTorch's other errors stay tracebacks
+    assert cli.out_of_memory(args, other) is None  # PyTorch's other errors are bugs: tracebacks
+    text = RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")  # words, not a type
+    assert cli.out_of_memory(args, text) is None
 
 
 # --- a sentence typed in another encoding --------------------------------------------------------
 
 
 def test_a_sentence_that_is_not_utf8_is_one_line_before_any_model(capsys, monkeypatch, folder):
-    translator = "annotated_transformer.cli.translate_commands._translator"
-    monkeypatch.setattr(translator, lambda args: pytest.fail("a model was loaded"))
+    translator = "annotated_transformer.cli.translate_commands.open_model"
+    monkeypatch.setattr(translator, lambda args, command: pytest.fail("a model was loaded"))
     latin1 = os.fsdecode("Männer".encode("latin-1"))  # as Python reads a Latin-1 terminal's bytes
     fails(capsys, 1, "argument 2 is not UTF-8 text (byte 0xe4 at character 2)",
           "translate", "Hund.", latin1)  # fmt: skip
@@ -214,4 +223,139 @@ def test_a_sentence_that_is_not_utf8_is_one_line_before_any_model(capsys, monkey
           "attention", "--output", str(folder / "a.json"), latin1)  # fmt: skip
     assert not (folder / "a.json").exists()
     args = cli.build_parser().parse_args(["translate", "Männer", "\u2603"])
-    cli._check_text_is_utf8(args)  # UTF-8 text, however far from ASCII, passes
+    cli.check_text_is_utf8(args)  # UTF-8 text, however far from ASCII, passes
+
+
+# --- one door to a model (issue 59) and records that name their model (issue 60) ----------------
+
+
+def test_every_form_opens_through_one_door_and_a_ct2_engine_is_wrapped(folder):
+    from annotated_transformer import open_translator
+    from annotated_transformer.exports.ct2 import CT2Translator
+    from annotated_transformer.translator import Translator
+
+    export_of("export-ct2", "ct2")(folder)
+    shipped_with()(folder)
+    engine = open_translator(folder / "ct2", workers=1)
+    assert isinstance(engine, CT2Translator) and not isinstance(engine, Translator)
+    assert not hasattr(engine, "model") and engine.device.type == "cpu"
+    mine = open_translator(folder / "shipped", device="cpu", max_tokens=999, workers=1)
+    assert isinstance(mine, Translator) and (mine.max_tokens, mine.workers) == (999, 1)
+    sentence = ["Ein Hund rennt durch den Schnee."]
+    assert engine.translate(sentence, beam_size=1) == mine.translate(sentence, beam_size=1)
+    streamed = engine.translate_stream(iter(["", *sentence]), beam_size=1)
+    assert list(streamed) == ["", *mine.translate(sentence, beam_size=1)]
+    run = open_translator(folder / "run", device="cpu")
+    assert run.origin["step"] == 2 and run.device.type == "cpu"
+    with pytest.raises(ValueError, match=r"ct2 is a CTranslate2 export .*: average needs a "
+                       r"checkpoint or a run folder"):  # fmt: skip
+        open_translator(folder / "ct2", reads=("checkpoint", "run folder"), who="average")
+    with pytest.raises(ValueError, match="not quantized again"):
+        open_translator(folder / "ct2", quantize="int8")
+    with pytest.raises(ValueError, match=r"an export \(it holds export.json\).*open_translator"):
+        Translator.from_checkpoint(folder / "ct2")  # (it said: no checkpoint-*.pt)
+
+
+def test_only_the_packages_own_weights_are_shipped_and_records_name_the_weights(folder):
+    from annotated_transformer import open_translator
+    from annotated_transformer.pretrained import SUMS, WEIGHTS, read_sums, shipped_folder
+
+    shipped_with()(folder)
+    copy = open_translator(folder / "shipped", device="cpu")
+    own = open_translator(device="cpu")
+    assert own.origin["shipped"] is True and copy.origin["shipped"] is False
+    sums = read_sums(shipped_folder())
+    assert own.origin["weights_sha256"] == copy.origin["weights_sha256"] == sums[WEIGHTS]
+    (folder / "shipped" / WEIGHTS).write_bytes(b"changed")  # a user's own folder, damaged
+    with pytest.raises(ValueError, match="write the folder again with save-pretrained"):
+        open_translator(folder / "shipped", device="cpu")
+    assert (shipped_folder() / SUMS).is_file()
+
+
+def test_evaluate_with_ctranslate2s_int8_records_its_scores(folder, monkeypatch, capsys):
+    pytest.importorskip("ctranslate2")
+    from annotated_transformer.data import multi30k
+
+    pairs = [("Ein Hund rennt.", "A dog runs."), ("Eine Frau lacht.", "A woman laughs.")] * 3
+    monkeypatch.setattr(multi30k, "read_split", lambda split, data_dir=None, pair="de-en": pairs)
+    results = folder / "results"
+    status = cli.main(["evaluate", "--quantize", "ct2-int8", "--split", "val", "--beam", "1",
+                       "--results", str(results)])  # fmt: skip
+    assert status == 0, capsys.readouterr().err
+    (record,) = results.glob("val-*.json")
+    about = json.loads(record.read_text(encoding="utf-8"))
+    assert "ct2-int8" in record.name and about["checkpoint"]["shipped"] is True
+    assert about["device"].startswith("cpu")
+
+
+def test_a_disk_that_fills_under_standard_output_is_named(folder, monkeypatch, capsys):
+    """Standard output on a disk that fills while translating (the check before any work saw
+    room): the one line names standard output, not a bare "[Errno 28]" (issue 60)."""
+    import errno
+    import io
+    import sys
+
+    class FillingDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(sys, "stdout", FillingDisk())
+    status = cli.main(["translate", "--checkpoint", str(folder / "run"), "--beam", "1", "Hund."])
+    err = capsys.readouterr().err
+    assert status == 1 and isinstance(sys.stdout, FillingDisk)  # (put back as it was)
+    assert err.strip().splitlines() == [
+        "annotated-transformer: error: cannot write standard output: No space left on device"
+    ]
+
+
+def test_an_error_that_is_not_the_packages_is_a_bug_with_its_traceback(folder, monkeypatch, capsys):
+    """Errors are known by type (issue 59): a ValueError from outside the package is no longer
+    taken for "the files or the machine"; it is a bug, shown with its traceback."""
+    from annotated_transformer.cli import translate_commands
+
+    def broken(args, command):
+        raise ValueError("invalid literal for int() with base 10: 'x'")  # (not the package's)
+
+    monkeypatch.setattr(translate_commands, "open_model", broken)
+    status = cli.main(["translate", "--checkpoint", str(folder / "run"), "Hund."])
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback (most recent call last)" in err
+    assert err.rstrip().endswith("annotated-transformer: error: ValueError above is a bug of "
+                                 "annotated-transformer: please report it with the traceback "
+                                 "and what `annotated-transformer info` prints")  # fmt: skip
+
+
+def test_the_debug_switch_shows_every_errors_traceback(folder, monkeypatch, capsys):
+    from annotated_transformer.util.errors import ModelFolderError
+
+    args = ["translate", "--checkpoint", str(folder / "nowhere"), "Hund."]
+    assert cli.main(args) == 1  # one line, as always
+    assert capsys.readouterr().err.count("\n") == 1
+    monkeypatch.setenv("ANNOTATED_TRANSFORMER_DEBUG", "1")
+    with pytest.raises(FileNotFoundError, match="no such checkpoint or run folder"):
+        cli.main(args)
+    export_of("export-hf", "hf")(folder)
+    with pytest.raises(ModelFolderError, match="hf is a transformers export"):
+        cli.main(["translate", "--checkpoint", str(folder / "hf"), "Hund."])
+
+
+def test_translate_takes_any_iterable_of_sentences(folder):
+    from annotated_transformer import open_translator
+
+    translator = open_translator(folder / "run", device="cpu")
+    sentences = ["Ein Hund rennt.", "Eine Frau lacht."]
+    expected = translator.translate(sentences, beam_size=1)
+    assert translator.translate((s for s in sentences), beam_size=1) == expected  # a generator
+    assert translator.translate(iter(()), beam_size=1) == []
+    with pytest.raises(TypeError, match="got one string"):
+        translator.translate("Ein Hund rennt.")
+
+
+def test_two_sums_that_differ_late_are_shown_until_they_differ():
+    from annotated_transformer.util.atomic import sums_shown
+
+    a, b = "ab" * 16 + "0" * 32, "ab" * 16 + "0" * 31 + "1"
+    assert sums_shown(a, b) == (a, b)  # (they differ at the last digit: all 64 shown)
+    c, d = "1" + "0" * 63, "2" + "0" * 63
+    assert sums_shown(c, d) == (c[:16] + "…", d[:16] + "…")
+    assert sums_shown(c, "x") == (c[:16] + "…", "x")  # a damaged record's short entry

@@ -35,6 +35,32 @@ def test_import_prints_nothing_and_seeds_nothing() -> None:
     assert result.stderr == ""
 
 
+def test_the_names_a_user_starts_from_import_from_the_top_lazily() -> None:
+    code = (
+        "import sys\n"
+        "import annotated_transformer as at\n"
+        "assert 'torch' not in sys.modules, 'import annotated_transformer imported torch'\n"
+        "from annotated_transformer import Translator, open_translator, make_model\n"
+        "from annotated_transformer import ModelConfig, TrainConfig, preset, Error\n"
+        "from annotated_transformer import greedy_decode, beam_search\n"
+        "from annotated_transformer.translator import Translator as T\n"
+        "from annotated_transformer.exports.formats import open_translator as o\n"
+        "assert Translator is T and open_translator is o\n"
+        "assert set(at.PUBLIC) <= set(at.__all__) <= set(dir(at))\n"
+        "try:\n"
+        "    at.Translater\n"
+        "except AttributeError as error:\n"
+        "    assert 'Translater' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('a misspelt name was found')\n"
+        "model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2)\n"
+        "assert ModelConfig().d_model == 512 and TrainConfig is type(preset('tiny'))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+
+
 def test_console_script_help_and_version() -> None:
     exe = Path(sys.executable).parent / "annotated-transformer"
     result = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
@@ -100,3 +126,41 @@ def test_table1_rows() -> None:
 def test_table1_rejects_bad_sizes(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_configuration_and_the_help_load_no_torch() -> None:
+    """`ModelConfig`, the presets, `TrainConfig` and the values `--help` names import without
+    torch (issue 59): the command line's parser is built from them alone."""
+    code = (
+        "import sys\n"
+        "import annotated_transformer.model.config, annotated_transformer.runs.presets\n"
+        "from annotated_transformer.cli.parser import build_parser\n"
+        "build_parser()\n"
+        "assert 'torch' not in sys.modules, 'the configuration imported torch'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_parameter_count_by_formula_is_the_models() -> None:
+    import torch
+
+    from annotated_transformer.model.config import ModelConfig, parameter_count
+    from annotated_transformer.model.transformer import build_model, count_parameters
+
+    for config in (
+        ModelConfig.base(37_000, 37_000, share_embeddings=True),
+        ModelConfig(50, 60, N=1, d_model=32, h=2, d_ff=7, norm_first=True),
+        ModelConfig(9, 9, N=2, d_model=16, h=4, d_k=3, d_v=5, positional="learned", max_len=7),
+    ):
+        with torch.device("meta"):
+            assert parameter_count(config) == count_parameters(build_model(config))
+
+
+def test_a_model_too_large_for_the_memory_is_refused_before_it_is_built() -> None:
+    from annotated_transformer.model.config import ModelConfig
+    from annotated_transformer.model.transformer import build_model
+    from annotated_transformer.util.settings import SettingError
+
+    with pytest.raises(SettingError, match=r"settings N=100000, d_model=512, .* parameters needs"):
+        build_model(ModelConfig(8000, 8000, N=100_000))  # (at once: nothing is allocated)

@@ -321,3 +321,26 @@ def test_sighup_is_caught_unless_nohup_ignores_it():
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.parametrize("target", ["victim.txt", "missing.txt"])
+def test_a_link_planted_as_train_lock_or_log_is_refused_not_followed(tmp_path, target):
+    """Issue 60: train.lock (checked, then held) and metrics.jsonl (appended to) are opened
+    never through a symbolic link: one planted there is refused, naming it, and the file it
+    points at is neither written nor made."""
+    from annotated_transformer.training.run_folder import append_line
+    from annotated_transformer.util.locks import LinkRefused
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (tmp_path / "victim.txt").write_text("precious\n")
+    for name in (guards.LOCK, "metrics.jsonl"):
+        (run_dir / name).symlink_to(tmp_path / target)
+    with pytest.raises(LinkRefused, match=r"train\.lock: .*a symbolic link \(to "):
+        guards.check_not_in_use(run_dir)
+    with pytest.raises(OSError, match=r"train\.lock: a symbolic link \(to .*not followed"):
+        guards.RunLock(run_dir).__enter__()
+    with pytest.raises(atomic.WriteFailed, match=r"metrics\.jsonl: a symbolic link"):
+        append_line(run_dir / "metrics.jsonl", '{"step": 1}\n')
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+    assert not (tmp_path / "missing.txt").exists()

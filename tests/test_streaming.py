@@ -116,6 +116,68 @@ def test_memory_stays_bounded_however_long_the_input(brief_run: Path) -> None:
     assert long <= 1.10 * short
 
 
+def translate_input(data: bytes, run: Path) -> tuple[int, list[bytes], str, int]:
+    """`translate` of `data` on standard input: its exit status, output lines, standard error
+    and largest resident memory in KB (from the kernel: the child's own peak)."""
+    process = start(run=run)
+
+    def feed() -> None:
+        try:
+            process.stdin.write(data)
+            process.stdin.close()
+        except BrokenPipeError:  # (it stopped reading: refused)
+            pass
+
+    errors: list[bytes] = []  # (read beside standard output: a full pipe would stall it)
+    threading.Thread(target=feed, daemon=True).start()
+    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    reader.start()
+    lines = process.stdout.read().splitlines()
+    reader.join(LIMIT_S)
+    stderr = errors[0].decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    return os.waitstatus_to_exitcode(status), lines, stderr, usage.ru_maxrss
+
+
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="os.wait4: the child's own peak memory")
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (b"M\xe4nner rennen.", "standard input is not UTF-8 text (line 1015: invalid continuation"),
+        (b"Hund " * 400, "line 1015 has 400 tokens; this model reads at most 255"),
+        (b"\x07" * 20_000, None),  # not text: an empty line, and on to the end
+    ],
+)
+def test_every_line_before_a_bad_one_is_written_first(bad, message) -> None:
+    """1,100 lines (chunks of 500: lines 1,001 to 1,100 one chunk), line 1,015 bad: the 1,014
+    before it are translated and written before the error, whatever the chunk and the block
+    of 64 KB that the bad bytes fall in."""
+    lines = [SENTENCE.encode()] * 1100
+    lines[1014] = bad
+    status, out, stderr, _ = translate_input(b"\n".join(lines) + b"\n", RUN)
+    if message is None:
+        assert status == 0 and len(out) == 1100 and out[1014] == b"", stderr[-500:]
+        assert "line 1015 holds a control character U+0007 at character 1: not text" in stderr
+        return
+    assert status == 1 and len(out) == 1014 and all(out), stderr[-500:]
+    assert stderr.splitlines()[-1].startswith(f"annotated-transformer: error: {message}")
+
+
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="os.wait4: the child's own peak memory")
+def test_a_line_of_20_mb_is_refused_in_bounded_memory() -> None:
+    """A line of 20 MB after a sentence: the sentence is written, and the line refused once
+    `LONGEST_LINE` characters of it are read (in time linear in them), its tokens never made.
+    The peak memory is compared with one sentence's: no timing is asserted."""
+    _, _, _, one = translate_input(f"{SENTENCE}\n".encode(), RUN)
+    status, out, stderr, peak = translate_input(
+        f"{SENTENCE}\n".encode() + b"Hund " * 4_000_000 + b"\n", RUN
+    )
+    print(f"\nmax RSS: {one} KB for one sentence, {peak} KB with a line of 20 MB after it")
+    assert status == 1 and len(out) == 1 and out[0], stderr[-500:]
+    assert "line 2 is longer than 4,194,304 characters" in stderr.splitlines()[-1]
+    assert peak < one + 200_000  # KB: the line read so far, not 2.9 GB of tokens
+
+
 def test_chunk_must_be_a_positive_count() -> None:
     result = subprocess.run(
         [*TRANSLATE, "--chunk", "0", SENTENCE], capture_output=True, text=True, timeout=LIMIT_S

@@ -23,7 +23,14 @@ import torch
 
 from annotated_transformer import cli
 from annotated_transformer.data.multi30k import read_split
-from annotated_transformer.data.vocab import BOS_ID, EOS_ID, SPACES, ZERO_WIDTH, normalize
+from annotated_transformer.data.vocab import (
+    BOS_ID,
+    EOS_ID,
+    SPACES,
+    ZERO_WIDTH,
+    normalize,
+    not_text,
+)
 from annotated_transformer.decoding.simple import simple_beam_search, simple_greedy_decode
 from annotated_transformer.exports.onnx import ABOUT, FILES, OnnxTransformer, export_onnx
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
@@ -111,6 +118,26 @@ def test_javascript_normalizes_as_python_does() -> None:
               if j != normalize(t)]  # fmt: skip
     assert not differ, f"{len(differ)} differ; the first (text, JS, Python): {differ[0]}"
     assert got["pieces"] == [bpe(PLAIN)] * (1 + len(VARIANTS)) == bpe.pipe([PLAIN, *VARIANTS])
+
+
+def test_javascript_reads_what_is_not_text_as_blank_as_python_does() -> None:
+    """Every character of the Basic Multilingual Plane, surrogates included, and the astral
+    noncharacters, after two letters: the page's `notText` says what Python's `not_text` says
+    (a control character, a surrogate or a noncharacter, and where), and both read it as blank."""
+    astral = [chr(plane << 16 | low) for plane in range(1, 17) for low in (0xFFFD, 0xFFFE, 0xFFFF)]
+    texts = [f"ab{chr(c)}" for c in range(0x10000)] + [f"\U0001f415{c}" for c in astral]
+    texts += ["Ein\x00Hund rennt.", "\x07\x1b[31m", "\U0001f415 \ud83d", "Zwei\x85M\x1fänner"]
+    got = run_node(json.dumps({"model": {"vocab": {}, "merges": []}}), [], [], texts)
+    python = [not_text(text) for text in texts]
+    differ = [(t, j, p) for t, j, p in zip(texts, got["notText"], python, strict=True) if j != p]
+    assert not differ, f"{len(differ)} differ; the first (text, JS, Python): {differ[0]}"
+    # Cc less SPACES, Cs, the BMP's noncharacters, the astral ones, three of the four sentences
+    assert sum(p is not None for p in python) == 55 + 2048 + 34 + 32 + 3
+    assert python[-4:] == ["holds a control character U+0000 at character 4",
+                           "holds a control character U+0007 at character 1",
+                           "holds a surrogate U+D83D at character 3", None]  # fmt: skip
+    assert {n for n, p in zip(got["normalized"], python, strict=True) if p} == {""}
+    assert {normalize(t) for t, p in zip(texts, python, strict=True) if p} == {""}
 
 
 def test_javascript_tokenizer_catches_a_wrong_merge_order() -> None:

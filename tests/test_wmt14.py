@@ -144,6 +144,27 @@ def test_a_damaged_shard_is_one_clear_error(text: Path, tmp_path: Path) -> None:
         ShardedPairs(tmp_path, "train")
 
 
+def test_a_shard_holding_an_id_outside_the_vocabulary_is_refused_as_it_is_read(
+    text: Path, tmp_path: Path
+) -> None:
+    """An id past the vocabulary (same size: a flipped bit) is found as the shard is opened, by
+    its smallest and largest ids, naming the file: not an IndexError in the embedding mid-epoch."""
+    import numpy as np
+
+    from annotated_transformer.util.errors import InputError
+
+    tokenizer = learn_bpe([text / "newstest2013.en", text / "newstest2013.de"], vocab_size=300)
+    write_shard(tokenizer, text, "newstest2013", out=tmp_path)
+    ShardedPairs(tmp_path, "newstest2013")  # whole, it opens
+    ids = tmp_path / "newstest2013.de.ids"
+    damaged = np.fromfile(ids, dtype=np.uint16)
+    damaged[17] = len(tokenizer)  # one past the last piece
+    damaged.tofile(ids)
+    with pytest.raises(InputError, match=r"newstest2013.de.ids: token 17 is id 300, outside the "
+                       r"vocabulary of 300 pieces: the shard is damaged"):  # fmt: skip
+        ShardedPairs(tmp_path, "newstest2013")
+
+
 def test_a_tiny_model_trains_on_shards_and_is_scored_on_both_test_sets(text: Path) -> None:
     torch.manual_seed(0)
     tokenizer = learn_bpe([text / "train.en", text / "train.de"], vocab_size=320)

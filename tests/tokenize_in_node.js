@@ -2,7 +2,8 @@
 // stdin: {"tokenizer": the tokenizers JSON text, "texts": [...], "pieces": [[...], ...]}
 // (and optionally "normalize": [...])
 // stdout: {"pieces": the pieces of each text, "texts": the text that each given list spells,
-//          "normalized": each text of "normalize" as the page's `normalize` gives it}
+//          "normalized": each text of "normalize" as the page's `normalize` gives it,
+//          "notText": what the page's `notText` says of each, null for text}
 const path = require("node:path");
 const TryIt = require(path.join(__dirname, "..", "book", "_static", "tryit.js"));
 
@@ -16,6 +17,7 @@ process.stdin.on("end", () => {
     pieces: job.texts.map((text) => tokenizer.pieces(text)),
     texts: job.pieces.map((pieces) => tokenizer.detokenize(pieces)),
     normalized: (job.normalize || []).map((text) => TryIt.normalize(text)),
+    notText: (job.normalize || []).map((text) => TryIt.notText(text)),
   };
   process.stdout.write(JSON.stringify(result));
 });

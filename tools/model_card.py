@@ -134,7 +134,7 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         "    --data-dir ../shared/data/multi30k --no-progress",
         "annotated-transformer average runs/release --last 5 --out runs/release/average.pt",
         "annotated-transformer save-pretrained runs/release/average.pt \\",
-        "    --out src/annotated_transformer/pretrained_model",
+        "    --out src/annotated_transformer/pretrained_model --into-package",
         "```",
         "",
         f"Hardware: {run['device']}, no GPU; torch {run['torch']}, Python {run['python']}, "

@@ -67,9 +67,27 @@
   const ZERO_WIDTH = /[\uFEFF\u200B\u200C\u200D\u2060]/g;
   const SPACES =
     /[\t\n\v\f\r\x1C-\x1F \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+/g;
+  // NOT_TEXT is Python's: the control characters other than SPACES, the surrogates and the 66
+  // noncharacters. A text holding one is read as blank, as Python reads it; `notText` says why.
+  const NOT_TEXT =
+    /[\x00-\x08\x0E-\x1B\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFDD0-\uFDEF]|\p{Noncharacter_Code_Point}/u;
   function normalize(text) {
+    if (NOT_TEXT.test(text)) return "";
     const spaced = text.replace(ZERO_WIDTH, "").normalize("NFC").replace(SPACES, " ");
     return spaced.replace(/^ | $/g, "");
+  }
+  // Python's `not_text`: "holds a control character U+0000 at character 4", or null for text.
+  function notText(text) {
+    let at = 0;
+    for (const char of text) {
+      at += 1; // (characters, not UTF-16 units, as Python counts them)
+      if (!NOT_TEXT.test(char)) continue;
+      const code = char.codePointAt(0);
+      const kind = code >= 0xd800 && code <= 0xdfff ? "a surrogate"
+        : code < 0xa0 ? "a control character" : "a noncharacter"; // prettier-ignore
+      return `holds ${kind} U+${code.toString(16).toUpperCase().padStart(4, "0")} at character ${at}`;
+    }
+    return null;
   }
 
   class Tokenizer {
@@ -347,6 +365,7 @@
   // attention.
   async function translate(translator, text, { beamSize = 4, alpha = 0.6, onStep } = {}) {
     const { tokenizer, model, about } = translator;
+    if (notText(text)) throw new InputError(`Nothing to translate: this text ${notText(text)}.`);
     if (!normalize(text)) throw new InputError("Nothing to translate: type a German sentence.");
     const srcPieces = tokenizer.pieces(text);
     const srcIds = tokenizer.encode(text);
@@ -682,8 +701,8 @@
 
   // typingPause: how long after the last keystroke the page translates on its own, in ms (about
   // half a second, as the translators people know wait; the tests set it).
-  const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, normalize, Tokenizer,
-    Model, beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
+  const api = { BOS, EOS, addAsset, addManifest, assetBytes, loadScript, normalize, notText,
+    Tokenizer, Model, beamSearch, greedyDecode, topK, outputLimit, translate, headWeights, InputError,
     CAPTIONS_ONLY, typingPause: 500 }; // prettier-ignore
   if (typeof module === "object" && module.exports) module.exports = api;
   else root.TryIt = api;

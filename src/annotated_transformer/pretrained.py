@@ -14,7 +14,6 @@ The package ships one such folder, `annotated_transformer/pretrained_model/`, be
 `MODEL_CARD.md`; `Translator.pretrained()` loads it (`load_pretrained`, then a `Translator`).
 """
 
-import hashlib
 import json
 import os
 import re
@@ -31,7 +30,14 @@ from annotated_transformer.model.encoder_decoder import EncoderDecoder
 from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
-from annotated_transformer.util.atomic import atomic_write, writing
+from annotated_transformer.util import atomic
+from annotated_transformer.util.atomic import (  # (the package's one hasher)
+    atomic_write,
+    sha256,
+    sums_shown,
+    writing,
+)
+from annotated_transformer.util.errors import InputError
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Writing the shipped model".
@@ -43,7 +49,7 @@ def write_pretrained(saved: SavedRun, folder: str | os.PathLike[str]) -> Path:
     that this function did not write is not replaced.
     """
     if saved.bpe is None or not saved.config.model.share_embeddings:
-        raise ValueError(
+        raise InputError(
             f"{saved.path}: a shipped model reads one BPE vocabulary with tied embeddings; this "
             f"run has tokenizer={saved.config.tokenizer!r}, "
             f"share_embeddings={saved.config.model.share_embeddings}"
@@ -73,18 +79,9 @@ def write_pretrained(saved: SavedRun, folder: str | os.PathLike[str]) -> Path:
 
 def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or holds files of the names written here that are not
-    a shipped model's (its config.json says so)."""
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder (the shipped files go into a folder)")
-    there = [name for name in (*FILES, SUMS) if (folder / name).exists()]
-    try:
-        ours = read_json(folder / CONFIG).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if there and not ours:
-        raise FileExistsError(
-            f"{folder} holds {', '.join(there)}, not a shipped model's files: not replaced"
-        )
+    a shipped model's (its config.json says so): `util.atomic.check_replaceable`, the check of
+    every exporter, with the shipped model's names."""
+    atomic.check_replaceable(folder, (*FILES, SUMS), CONFIG, FORMAT, "a shipped model's files")
 
 
 # From book/appendix_files.ipynb,
@@ -116,10 +113,10 @@ def load_pretrained(folder: str | os.PathLike[str] | None = None) -> Pretrained:
     from annotated_transformer.pretrained import check_about, check_weights, read_weights
 
     folder = Path(folder) if folder is not None else shipped_folder()
-    check_files(folder)
+    sums = check_files(folder)
     about: dict[str, Any] = read_json(folder / CONFIG)  # type: ignore[assignment]
     if not isinstance(about, dict) or about.get("format") != FORMAT:
-        raise ValueError(f"{folder / CONFIG}: not a shipped model's config")
+        raise InputError(f"{folder / CONFIG}: not a shipped model's config")
     check_about(about, folder / CONFIG)
     config = TrainConfig.from_dict(about["config"], str(folder / CONFIG))
     bpe = BPETokenizer.load(folder / TOKENIZER)
@@ -131,9 +128,11 @@ def load_pretrained(folder: str | os.PathLike[str] | None = None) -> Pretrained:
     check_shapes(model, weights, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or sorted(missing) != sorted(tied_names(model)):
-        raise ValueError(f"{folder / WEIGHTS}: the weights do not fit the config "
+        raise InputError(f"{folder / WEIGHTS}: the weights do not fit the config "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")  # fmt: skip
-    origin = about.get("origin", {}) | {"path": str(folder), "shipped": True}
+    shipped = folder.resolve() == shipped_folder().resolve()  # the package's own weights alone
+    origin = about.get("origin", {}) | {"path": str(folder), "shipped": shipped,
+                                        "weights_sha256": sums[WEIGHTS]}  # fmt: skip
     return Pretrained(model.float().eval(), config, bpe, origin)
 
 
@@ -141,15 +140,6 @@ SUM_LINE = re.compile(  # sha256sum's lines: text and binary (*) mode, and BSD s
     r"(?P<hex>[0-9a-fA-F]{64}) [ *](?P<name>.+)"
     r"|SHA256 \((?P<tagged>.+)\) = (?P<tagged_hex>[0-9a-fA-F]{64})"
 )
-
-
-def sha256(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of a file, as `sha256sum` prints it."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_sums(folder: Path) -> dict[str, str]:
@@ -160,34 +150,40 @@ def read_sums(folder: Path) -> dict[str, str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error.reason})") from None
+        raise InputError(f"{path}: not UTF-8 text ({error.reason})") from None
     sums = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         found = SUM_LINE.fullmatch(line.strip())
         if found is None:
-            raise ValueError(f"{path}: line {number} is not a line of sha256sum ('HEX  NAME', "
+            raise InputError(f"{path}: line {number} is not a line of sha256sum ('HEX  NAME', "
                              f"'HEX *NAME' or 'SHA256 (NAME) = HEX'): {line[:80]!r}")  # fmt: skip
         sums[found["name"] or found["tagged"]] = (found["hex"] or found["tagged_hex"]).lower()
     if sorted(sums) != sorted(FILES):
-        raise ValueError(f"{path}: expected SHA-256 sums of {', '.join(FILES)}, got {sorted(sums)}")
+        raise InputError(f"{path}: expected SHA-256 sums of {', '.join(FILES)}, got {sorted(sums)}")
     return sums
 
 
-def check_files(folder: str | os.PathLike[str]) -> None:
-    """Every shipped file exists and has the SHA-256 that SHA256SUMS gives, or a ValueError."""
+def check_files(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """Every shipped file exists and has the SHA-256 that SHA256SUMS gives, or an error; returns
+    the sums checked (name -> SHA-256)."""
     folder = Path(folder)
-    for name, expected in read_sums(folder).items():
+    mend = ("reinstall the package" if folder.resolve() == shipped_folder().resolve() else
+            "write the folder again with save-pretrained")  # fmt: skip
+    sums = read_sums(folder)
+    for name, expected in sums.items():
         path = folder / name
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing (reinstall the package)")
+            raise FileNotFoundError(f"{path}: missing ({mend})")
         actual = sha256(path)
         if actual != expected:
-            raise ValueError(
-                f"{path}: SHA-256 {actual[:16]}… differs from SHA256SUMS ({expected[:16]}…): "
-                f"the file is damaged or was changed (reinstall the package)"
+            actual, expected = sums_shown(actual, expected)
+            raise InputError(
+                f"{path}: SHA-256 {actual} differs from SHA256SUMS ({expected}): "
+                f"the file is damaged or was changed ({mend})"
             )
+    return sums
 
 
 def tied_names(model: torch.nn.Module) -> list[str]:
@@ -207,7 +203,7 @@ def check_shapes(model: torch.nn.Module, weights: dict[str, torch.Tensor], folde
     expected = model.state_dict()
     for name, tensor in weights.items():
         if name in expected and tuple(expected[name].shape) != tuple(tensor.shape):
-            raise ValueError(
+            raise InputError(
                 f"{folder / CONFIG} does not fit {folder / WEIGHTS}: {name} is "
                 f"{tuple(tensor.shape)} in the weights, {tuple(expected[name].shape)} by the config"
             )
@@ -220,11 +216,11 @@ def check_about(about: dict[str, Any], path: Path) -> None:
     """A ValueError naming what a shipped model's config.json lacks or holds of the wrong type:
     its settings ("config", an object) and where the weights come from ("origin", an object)."""
     if "config" not in about:
-        raise ValueError(f'{path}: lacks the key "config" (the run\'s settings)')
+        raise InputError(f'{path}: lacks the key "config" (the run\'s settings)')
     for key in ("config", "origin"):
         if key in about and not isinstance(about[key], dict):
             kind = "a list" if isinstance(about[key], list) else type(about[key]).__name__
-            raise ValueError(f'{path}: "{key}" is {kind}, expected an object')
+            raise InputError(f'{path}: "{key}" is {kind}, expected an object')
 
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -237,7 +233,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
         return load_file(path)
     except SafetensorError as error:
         why = " ".join(str(error).split())
-        raise ValueError(f"{path}: not a whole safetensors file ({why})") from None
+        raise InputError(f"{path}: not a whole safetensors file ({why})") from None
 
 
 LAYER = re.compile(r"(encoder|decoder)\.layers\.(\d+)\.")  # a parameter's stack and layer
@@ -252,7 +248,7 @@ def check_weights(sizes: ModelConfig, weights: dict[str, torch.Tensor], folder: 
 
     bad = non_finite_weight(weights)
     if bad is not None:
-        raise ValueError(f"{folder / WEIGHTS}: the weight {bad} holds NaN or inf (the run had "
+        raise InputError(f"{folder / WEIGHTS}: the weight {bad} holds NaN or inf (the run had "
                          f"diverged when it was saved)")  # fmt: skip
     layers: dict[str, set[int]] = {"encoder": set(), "decoder": set()}
     for name in weights:
@@ -262,7 +258,7 @@ def check_weights(sizes: ModelConfig, weights: dict[str, torch.Tensor], folder: 
     does_not_fit = f"{folder / CONFIG} does not fit {folder / WEIGHTS}"
     if set(held.values()) != {sizes.N}:
         encoder, decoder = held["encoder"], held["decoder"]
-        raise ValueError(f"{does_not_fit}: N is {sizes.N} by the config, the weights hold "
+        raise InputError(f"{does_not_fit}: N is {sizes.N} by the config, the weights hold "
                          f"{encoder} encoder and {decoder} decoder layers")  # fmt: skip
     d_k, d_v = (width or sizes.d_model // sizes.h for width in (sizes.d_k, sizes.d_v))
     layer = "encoder.layers.0."
@@ -273,7 +269,7 @@ def check_weights(sizes: ModelConfig, weights: dict[str, torch.Tensor], folder: 
         (layer + "self_attn.w_v.weight", (sizes.h * d_v, sizes.d_model)),
     ):
         if name not in weights:
-            raise ValueError(f"{folder / WEIGHTS}: holds no {name} (not a model of this package)")
+            raise InputError(f"{folder / WEIGHTS}: holds no {name} (not a model of this package)")
         if tuple(weights[name].shape) != shape:
-            raise ValueError(f"{does_not_fit}: {name} is {tuple(weights[name].shape)} in the "
+            raise InputError(f"{does_not_fit}: {name} is {tuple(weights[name].shape)} in the "
                              f"weights, {shape} by the config")  # fmt: skip

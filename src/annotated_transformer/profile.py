@@ -18,6 +18,8 @@ from typing import TypeVar
 
 import torch
 
+from annotated_transformer.util.errors import InputError
+
 ENV_VAR = "ANNOTATED_TRANSFORMER_PROFILE"  # names the profile, quick or full
 PROFILES = ("quick", "full")  # the profiles, small and fast or the paper's scale
 
@@ -43,7 +45,7 @@ class Profile:
     def __post_init__(self) -> None:
         if self.name not in PROFILES:
             expected = ", ".join(PROFILES)
-            raise ValueError(f"unknown profile {self.name!r}: expected one of {expected}")
+            raise InputError(f"unknown profile {self.name!r}: expected one of {expected}")
 
     @property
     def quick(self) -> bool:
@@ -105,13 +107,13 @@ def current_profile(environ: Mapping[str, str] | None = None, cuda: bool | None 
     cuda = torch.cuda.is_available() if cuda is None else cuda
     chosen = environ.get(ENV_VAR, "").strip().lower()
     if chosen and chosen not in PROFILES:
-        raise ValueError(
+        raise InputError(
             f"{ENV_VAR}={environ[ENV_VAR]!r} is not a profile: "
             f"expected one of {', '.join(PROFILES)}"
         )
     tiny = environ.get(TINY_VAR, "").strip() or None
     if tiny and chosen == "quick":
-        raise ValueError(f"{TINY_VAR} runs the full profile at a tiny scale, not {ENV_VAR}=quick")
+        raise InputError(f"{TINY_VAR} runs the full profile at a tiny scale, not {ENV_VAR}=quick")
     name = "full" if tiny else chosen or ("full" if cuda else "quick")
     return Profile(name=name, device="cuda" if cuda else "cpu", tiny=tiny)
 

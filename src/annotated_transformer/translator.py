@@ -19,16 +19,31 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
 from annotated_transformer.data.bpe import BPETokenizer
-from annotated_transformer.data.vocab import EOS_ID, Tokenizer, Vocab, detokenize, normalize
+from annotated_transformer.data.vocab import (
+    EOS_ID,
+    Tokenizer,
+    Vocab,
+    detokenize,
+    normalize,
+    not_text,
+)
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
+from annotated_transformer.util.device import default_device
+from annotated_transformer.util.errors import (
+    InputError,
+    InputTypeError,
+    ModelFolderError,
+    SentenceError,
+    UsageError,
+)
 
 
 @dataclass
@@ -55,25 +70,12 @@ class Translator:
 
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:
         """Token ids of each sentence (ending with `</s>`); refuses what the model cannot read."""
-        refuse_one_string(sentences)
-        if not sentences:
-            raise ValueError("nothing to translate: no sentences given")
         max_len = self.config.model.max_len
-        encoded = []
-        for i, words in enumerate(self.tokenizer.pipe(sentences), 1):
-            if not words:
-                raise ValueError(f"sentence {i} is empty: nothing to translate")
-            if len(words) + 1 > max_len:
-                raise ValueError(
-                    f"sentence {i} has {len(words)} tokens; this model reads at most "
-                    f"{max_len - 1} (its max_len {max_len}, less </s>)"
-                )
-            encoded.append(torch.tensor([*self.src_vocab.encode(words), EOS_ID]))
-        return encoded
+        return encode_sentences(self.tokenizer, self.src_vocab, max_len, sentences)
 
     def translate(
         self,
-        sentences: Sequence[str],
+        sentences: Iterable[str],
         beam_size: int = 4,
         alpha: float = 0.6,
         progress: bool = False,
@@ -86,10 +88,11 @@ class Translator:
         also lets the greedy hypothesis compete, and `search="t2t"` stops as tensor2tensor did
         (`beam_search`'s options, see "Decoding").
 
-        `sentences` is a list (or another sequence) of strings; one string alone is refused with
-        a TypeError, since a string is a sequence too, of characters: `translate([sentence])[0]`.
+        `sentences` is a list (or any iterable) of strings; one string alone is refused with a
+        TypeError, since a string is an iterable too, of characters: `translate([sentence])[0]`.
         """
         refuse_one_string(sentences)
+        sentences = list(sentences)  # (any iterable: a list, a generator, a file's lines)
         if len(sentences) == 0:  # an empty batch
             return []
         encoded = self.encode(sentences)
@@ -102,19 +105,34 @@ class Translator:
 
     @classmethod
     def from_checkpoint(
-        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
+        cls,
+        path: str | os.PathLike[str],
+        device: str | torch.device | None = None,
+        **settings: Any,
     ) -> "Translator":
         """Load a checkpoint (a file, or a run folder: its newest checkpoint) for translating; a
-        folder that `save-pretrained` wrote (it holds SHA256SUMS) loads as `pretrained` does."""
-        if Path(path).is_dir() and (Path(path) / "SHA256SUMS").is_file():
-            return cls.pretrained(path, device)
+        folder that `save-pretrained` wrote (it holds SHA256SUMS) loads as `pretrained` does.
+        `settings`: the translator's `max_tokens` and `workers`. Any model folder, exports included,
+        opens with `annotated_transformer.open_translator`."""
+        folder = Path(path)
+        if folder.is_dir() and (folder / "SHA256SUMS").is_file():
+            return cls.pretrained(path, device, **settings)
+        records = [name for name in EXPORT_RECORDS if (folder / name).is_file()]
+        if folder.is_dir() and records:
+            raise ModelFolderError(
+                f"{path}: an export (it holds {records[0]}), not a checkpoint or a run folder; "
+                f"open_translator({str(path)!r}) opens any model folder the package reads"
+            )
         saved = SavedRun.load(path)
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = default_device(device)
         model = saved.trained_model().to(device).eval()
-        return cls(
-            model, saved.config, saved.src_vocab, saved.tgt_vocab, origin=saved.origin(),
-            bpe=saved.bpe,
-        )  # fmt: skip
+        return cls(model, saved.config, saved.src_vocab, saved.tgt_vocab, origin=saved.origin(),
+                   bpe=saved.bpe, **settings)  # fmt: skip
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model is on."""
+        return next(self.model.parameters()).device
 
     def unknown_words(self, sentence: str) -> list[str]:
         """The words of `sentence` that the model reads as `<unk>`."""
@@ -122,18 +140,21 @@ class Translator:
 
     @classmethod
     def pretrained(
-        cls, folder: str | os.PathLike[str] | None = None, device: str | torch.device | None = None
+        cls,
+        folder: str | os.PathLike[str] | None = None,
+        device: str | torch.device | None = None,
+        **settings: Any,
     ) -> "Translator":
         """The model that ships with the package (or one that `save-pretrained` wrote to `folder`),
         its files checked against their SHA-256 first (`annotated_transformer.pretrained`; its card
-        is `MODEL_CARD.md` beside the weights)."""
+        is `MODEL_CARD.md` beside the weights). `settings`: `max_tokens` and `workers`."""
         from annotated_transformer.pretrained import load_pretrained
 
         loaded = load_pretrained(folder)
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = default_device(device)
         vocab = loaded.bpe.vocab  # one vocabulary for both languages
         return cls(loaded.model.to(device), loaded.config, vocab, vocab, origin=loaded.origin,
-                   bpe=loaded.bpe)  # fmt: skip
+                   bpe=loaded.bpe, **settings)  # fmt: skip
 
     def translate_stream(
         self, sentences: Iterable[str], chunk: int = 500, **decoding: Any
@@ -149,10 +170,9 @@ class Translator:
         quantization, on the CPU); this one is unchanged. Its translations differ from float32's
         on some sentences: their BLEU is recorded beside float32's (chapter "Serving the model")."""
         if dtype != "int8":
-            raise ValueError(f"quantized: expected dtype 'int8', got {dtype!r}")
-        device = next(self.model.parameters()).device
-        if device.type != "cpu":
-            raise ValueError(f"int8 of our own runs on the CPU; this model is on {device}")
+            raise UsageError(f"quantized: expected dtype 'int8', got {dtype!r}")
+        if self.device.type != "cpu":
+            raise UsageError(f"int8 of our own runs on the CPU; this model is on {self.device}")
         with warnings.catch_warnings():  # torch.ao.quantization announces its successor, torchao
             warnings.simplefilter("ignore")
             per_row = {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
@@ -162,11 +182,32 @@ class Translator:
         return dataclasses.replace(self, model=model, origin={**self.origin, "quantized": dtype})
 
 
+def encode_sentences(tokenizer: Any, vocab: Vocab, max_len: int,
+                     sentences: Sequence[str]) -> list[Tensor]:  # fmt: skip
+    """Each sentence as `tokenizer` cuts it and `vocab` numbers it, `</s>` last; a
+    `SentenceError` naming the first that is empty or longer than `max_len` allows."""
+    refuse_one_string(sentences)
+    if not sentences:
+        raise InputError("nothing to translate: no sentences given")
+    encoded = []
+    for i, words in enumerate(tokenizer.pipe(sentences), 1):
+        if not words:
+            raise SentenceError(i, not_text(sentences[i - 1]) or "is empty: nothing to translate")
+        if len(words) + 1 > max_len:
+            raise SentenceError(i, f"has {len(words)} tokens; this model reads at most "
+                                f"{max_len - 1} (its max_len {max_len}, less </s>)")  # fmt: skip
+        encoded.append(torch.tensor([*vocab.encode(words), EOS_ID]))
+    return encoded
+
+
+EXPORT_RECORDS = ("export.json", "annotated_transformer.json")  # the record every export writes
+
+
 def refuse_one_string(sentences: Sequence[str]) -> None:
-    """A TypeError for a string where a list of sentences belongs (it would be read as one
-    sentence per character)."""
+    """An `InputTypeError` (a TypeError) for a string where a list of sentences belongs (it
+    would be read as one sentence per character)."""
     if isinstance(sentences, str):
-        raise TypeError(
+        raise InputTypeError(
             f"expected a list of sentences, got one string ({sentences[:30]!r}); to translate "
             f"one sentence, give a list of one: translate([sentence])[0]"
         )
@@ -179,9 +220,9 @@ def translate_in_chunks(
     each chunk's as soon as it is done ("" for an empty sentence). It reads at most one chunk
     ahead, so memory stays bounded however many sentences come."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+        raise InputError(f"chunk must be a positive integer, got {chunk!r}")
     if isinstance(sentences, str):
-        raise TypeError("sentences must be an iterable of strings, not one string")
+        raise InputTypeError("sentences must be an iterable of strings, not one string")
     remaining = iter(sentences)
     while lines := list(islice(remaining, chunk)):
         filled = [i for i, line in enumerate(lines) if normalize(line)]
@@ -193,5 +234,40 @@ def translate_in_chunks(
 def refuse_quantized(model: nn.Module, what: str) -> None:
     """A ValueError for a model with quantized layers, which `what` cannot write."""
     if any(type(module).__module__.startswith("torch.ao.") for module in model.modules()):
-        raise ValueError(f"{what}: this model is quantized; export the float32 model (an export "
+        raise InputError(f"{what}: this model is quantized; export the float32 model (an export "
                          f"quantizes itself, e.g. export-ct2 --quantization int8)")  # fmt: skip
+
+
+# From book/serving.ipynb,
+#   "Serving the model: CTranslate2 and `transformers`"
+#   › "One door to every model: `open_translator`".
+class TranslatorLike(Protocol):
+    """What a command uses of a translator, whichever engine decodes (`Translator`, PyTorch;
+    `exports.ct2.CT2Translator`, CTranslate2)."""
+
+    config: TrainConfig  # the run's settings: the model's, the language pair, the data
+    origin: dict  # where the model came from: checkpoint, step, "shipped", quantization, ...
+    bpe: BPETokenizer | None  # the shared BPE tokenizer (None: word vocabularies)
+    max_tokens: int  # source positions per batch
+    workers: int | None  # searches (or CTranslate2's threads) at once on a CPU
+
+    @property
+    def src_vocab(self) -> Vocab: ...
+
+    @property
+    def tgt_vocab(self) -> Vocab: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def encode(self, sentences: Sequence[str]) -> list[Tensor]: ...
+
+    def translate(self, sentences: Iterable[str], beam_size: int = 4, alpha: float = 0.6,
+                  progress: bool = False, keep_greedy: bool = False,
+                  search: str = "k-finished") -> list[str]: ...  # fmt: skip
+
+    def translate_stream(
+        self, sentences: Iterable[str], chunk: int = 500, **decoding: Any
+    ) -> Iterator[str]: ...
+
+    def unknown_words(self, sentence: str) -> list[str]: ...

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.errors import InputError
 
 if TYPE_CHECKING:  # the presets import torch: the command line reads this module's options
     from annotated_transformer.runs.presets import TrainConfig  # without waiting for it
@@ -146,7 +147,7 @@ def base_config(profile: str) -> "TrainConfig":
         from annotated_transformer.profile import shrink
 
         return shrink(base_config("full"))
-    raise ValueError(f"unknown profile {profile!r}: expected quick, full or tiny")
+    raise InputError(f"unknown profile {profile!r}: expected quick, full or tiny")
 
 
 TINY_ROWS = ("base", "base-seed1", "base-seed2", "bpe-tied", "bpe-untied")  # words and BPE
@@ -280,14 +281,14 @@ def add_grid_options(parser: argparse.ArgumentParser) -> None:
 def run_grid(args: argparse.Namespace) -> int:
     """Train, score and record every variation of the grid (or those of `--only`) that is not
     recorded with these settings yet; with `--jobs` above 1, in that many processes at once."""
-    import torch
+    from annotated_transformer.util.device import default_device  # (torch, once a run starts)
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device(args.device).type  # "cuda" or "cpu", as --device and records name it
     base, variations = grid_of(args.profile)
     names = [v.name for v in variations]
     unknown = sorted(set(args.only or []) - set(names))
     if unknown:
-        raise ValueError(f"--only: unknown variations {unknown}; the grid: {', '.join(names)}")
+        raise InputError(f"--only: unknown variations {unknown}; the grid: {', '.join(names)}")
     results = Path(args.results or f"results/variations-{args.profile}-{device}")
     todo = [v for v in variations if (not args.only or v.name in args.only)
             and recorded(results, v, base) is None]  # fmt: skip

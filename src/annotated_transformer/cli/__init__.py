@@ -36,10 +36,7 @@ from annotated_transformer.cli.common import (
     check_output_file,
     check_output_folder,
 )
-from annotated_transformer.cli.entry import _check_text_is_utf8 as _check_text_is_utf8
-from annotated_transformer.cli.entry import _out_of_memory as _out_of_memory
-from annotated_transformer.cli.entry import main
-from annotated_transformer.cli.model_inputs import _model_folder as _model_folder
+from annotated_transformer.cli.entry import check_text_is_utf8, main, out_of_memory
 from annotated_transformer.cli.parser import EXIT_STATUS, build_parser
 from annotated_transformer.cli.standard_input import CHUNK_LINES
 
@@ -58,5 +55,7 @@ __all__ = [
     "build_parser",
     "check_output_file",
     "check_output_folder",
+    "check_text_is_utf8",
     "main",
+    "out_of_memory",
 ]

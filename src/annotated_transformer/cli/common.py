@@ -9,24 +9,29 @@ output checks, "Engineering a training run" the commands as a whole.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from annotated_transformer.runs.presets import (  # (imports no torch: `--help` stays quick)
+    LANGUAGE_NAMES as LANGUAGE_NAMES,
+)
+from annotated_transformer.runs.presets import MAX_ALPHA as MAX_ALPHA
+from annotated_transformer.runs.presets import MAX_TOKENS as MAX_TOKENS
+from annotated_transformer.runs.presets import PAIRS as PAIRS
+from annotated_transformer.runs.presets import PRESETS
+from annotated_transformer.util.cores import usable_cores
 from annotated_transformer.util.errors import UsageError as UsageError  # (exit status 2)
+from annotated_transformer.util.settings import LARGEST_INT as LARGEST_INT
 
 PROG = "annotated-transformer"
-# runs.presets.PRESETS, named here so that `--help` needs no torch (a test keeps them equal)
-PRESET_NAMES = ("tiny", "small", "release", "base", "big", "wmt14-base", "wmt14-big")
+PRESET_NAMES = tuple(PRESETS)  # the presets `--preset` names
 PRESET_LIST = ", ".join(PRESET_NAMES[:-1]) + " or " + PRESET_NAMES[-1]
-# decoding.simple.MAX_ALPHA and util.settings.LARGEST_INT, named here so that `--help` needs no
-# torch (a test keeps them equal); the largest token budget is runs.presets' for max_tokens
-MAX_ALPHA, LARGEST_INT, MAX_TOKENS = 10.0, 2**63 - 1, 1 << 20
-# runs.presets' PAIRS and LANGUAGE_NAMES, named here so that `--help` needs no torch (tested)
-PAIRS, LANGUAGE_NAMES = ("de-en", "en-de"), {"de": "German", "en": "English"}
 
 
 # --- checks made before any work ---------------------------------------------------------------
@@ -74,7 +79,24 @@ def check_output_folder(path: str | os.PathLike[str], option: str) -> Path:
     return path
 
 
-def _check_device(device: str | None) -> None:
+def thread_count(text: str) -> int:
+    """An argparse type for `--threads`: a positive integer, at most the cores this process may
+    run on (more would only wait for them, and under a memory cap creating them fails)."""
+    try:
+        threads = int(text)
+    except ValueError:  # (not an integer, or one of more than 4,300 digits)
+        threads = 0
+    cores = usable_cores()
+    if threads < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if threads > cores:
+        raise argparse.ArgumentTypeError(f"expected at most {cores}, the cores this process "
+                                         f"may run on (more would only wait for them), got "
+                                         f"{text!r}")  # fmt: skip
+    return threads
+
+
+def check_device(device: str | None) -> None:
     """`--device cuda` only where PyTorch sees a CUDA GPU."""
     if device == "cuda":
         import torch
@@ -87,7 +109,7 @@ def _check_device(device: str | None) -> None:
             )
 
 
-def _needs(command: str, packages: Sequence[str], extra: str) -> None:
+def needs_packages(command: str, packages: Sequence[str], extra: str) -> None:
     """An OSError naming the packages `command` needs that are not installed, and the extra."""
     missing = [name for name in packages if not importlib.util.find_spec(name)]
     if missing:
@@ -100,7 +122,33 @@ class StdoutError(OSError):
     """Standard output could not be written (a full disk): what was printed is lost."""
 
 
-def _flush_stdout() -> None:
+class GuardedStdout:
+    """Standard output whose writes fail as a `StdoutError` that names it ("cannot write standard
+    output: No space left on device"), not as a bare "[Errno 28]"; a reader that went away stays
+    a BrokenPipeError. Everything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self.stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self.stream.flush)
+
+    def _guarded(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutError(f"cannot write standard output: {error.strerror or error}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def flush_stdout() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:

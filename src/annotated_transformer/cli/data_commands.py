@@ -10,7 +10,6 @@ and records".
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import pkgutil
 import platform
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from annotated_transformer import __version__
 from annotated_transformer.cli.common import UsageError, check_output_folder
+from annotated_transformer.util.errors import InputError
 
 
 def _generated_modules() -> list[tuple[str, str]]:
@@ -59,7 +59,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _sha256_is(path: Path, digest: str) -> bool:
-    return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    from annotated_transformer.util.atomic import sha256  # (the package's one hasher)
+
+    return sha256(path) == digest
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -100,6 +102,7 @@ def _download_wmt14(args: argparse.Namespace) -> int:
     for option, value in (("--max-length", args.max_length), ("--max-ratio", args.max_ratio)):
         if value is not None and not value > 0:
             raise UsageError(f"{option} {value}: give a positive number")
+    wmt14.check_mirror(args.mirror)
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
     check_output_folder(folder, "--data-dir" if args.data_dir is not None else "the cache")
     wmt14.check_extraction_folder(folder)
@@ -123,7 +126,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     try:
         check_vocab_size(args.vocab_size)
-    except ValueError as error:  # (a usage mistake, as the parser's own)
+    except InputError as error:  # (a usage mistake, as the parser's own)
         raise UsageError(f"--vocab-size {args.vocab_size}: {error}") from None
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
     said: list[str] = []  # what prepare_shards says: nothing when the folder is reused

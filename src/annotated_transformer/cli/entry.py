@@ -13,14 +13,21 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import stat
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from annotated_transformer.cli.common import PROG, StdoutError, UsageError, _flush_stdout
+from annotated_transformer.cli.common import (
+    PROG,
+    GuardedStdout,
+    StdoutError,
+    UsageError,
+    flush_stdout,
+)
 from annotated_transformer.cli.parser import build_parser
+from annotated_transformer.util.errors import Error, InputError
 
 
 def _one_line(error: BaseException) -> str:
@@ -63,7 +70,11 @@ def _check_not_a_broken_link(path: Path, option: str) -> None:
 def _check_paths_and_stdout(args: argparse.Namespace) -> None:
     """Before any work: no path option given empty, and (for every command that prints its
     results, all but train) a standard output that is open and not /dev/full or a full disk."""
-    _check_text_is_utf8(args)
+    check_text_is_utf8(args)
+    if getattr(args, "keep_greedy", False) and getattr(args, "search", None) == "t2t":
+        from annotated_transformer.decoding.simple import check_search
+
+        check_search(args.search, args.keep_greedy)  # (options that do not go together: exit 2)
     for name in OUTPUTS:
         value = getattr(args, name, None)
         option = "--" + name.replace("_", "-")
@@ -88,20 +99,21 @@ def _check_paths_and_stdout(args: argparse.Namespace) -> None:
                       "disk): what the command prints would be lost")  # fmt: skip
 
 
-# PyTorch's wordings: "CUDA out of memory", "MPS backend out of memory", "DefaultCPUAllocator:
-# can't allocate memory: ... Error code 12 (Cannot allocate memory)" (Linux), "not enough
-# memory" (Windows), "std::bad_alloc"
-OUT_OF_MEMORY = ("out of memory", "not enough memory", "can't allocate memory",
-                 "cannot allocate memory", "bad_alloc")  # fmt: skip
+def out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None:
+    """One line for running out of memory, naming the option to lower; None for another error.
 
-
-def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None:
-    """One line for running out of memory, naming the option to lower; None for another error."""
+    Known by type: Python's `MemoryError` and PyTorch's `torch.OutOfMemoryError` (CUDA, MPS).
+    PyTorch's CPU allocator raises a plain RuntimeError instead, the one error known here by the
+    allocator's name in it ("DefaultCPUAllocator", or "std::bad_alloc" from C++)."""
+    torch = sys.modules.get("torch")  # (not imported: no PyTorch error can have happened)
+    by_type = isinstance(error, MemoryError) or (
+        torch is not None and isinstance(error, torch.OutOfMemoryError)
+    )
     text = str(error)
-    if not (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
-            or any(words in text.lower() for words in OUT_OF_MEMORY)):  # fmt: skip
+    cpu = type(error) is RuntimeError and ("DefaultCPUAllocator" in text or "bad_alloc" in text)
+    if not (by_type or cpu):
         return None
-    where = "GPU" if any(name in text for name in ("CUDA", "cuda", "MPS", "HIP")) else "memory"
+    where = "GPU" if torch is not None and isinstance(error, torch.OutOfMemoryError) else "memory"
     if args.command == "train":
         lower = ("lower --max-tokens (or --set max_tokens=N; raise --accumulate to keep the "
                  "batch), then --resume")  # fmt: skip
@@ -109,15 +121,24 @@ def _out_of_memory(args: argparse.Namespace, error: BaseException) -> str | None
         lower = f"lower --max-tokens (now {args.max_tokens}) or --beam (now {args.beam})"
     else:
         lower = "close other programs, or run it on a machine with more memory"
-    found = re.search(r"tried to allocate (\d+) bytes|tried to allocate ([\d.]+ [KMGT]iB)",
-                      text, re.IGNORECASE)  # fmt: skip
-    asked = "" if found is None else "; {} asked for at once".format(
-        f"{int(found[1]) / 2**30:,.1f} GiB" if found[1] else found[2]
-    )  # fmt: skip
-    return f"out of {where} while running {args.command}: {lower}{asked}"
+    return f"out of {where} while running {args.command}: {lower}{_asked(text)}"
 
 
-def _check_text_is_utf8(args: argparse.Namespace) -> None:
+def _asked(text: str) -> str:
+    """ "; N GiB asked for at once", from what PyTorch's message says it tried to allocate (in
+    bytes from the CPU's allocator, "20.00 GiB" from CUDA's); "" if it says nothing."""
+    _, found, rest = text.partition("tried to allocate ")
+    if not found:
+        _, found, rest = text.partition("Tried to allocate ")
+    amount, unit = ([*rest.rstrip(".").split(), "", ""])[:2]
+    if amount.isdigit():
+        return f"; {int(amount) / 2**30:,.1f} GiB asked for at once"
+    if unit.rstrip(".") in ("KiB", "MiB", "GiB", "TiB") and amount.replace(".", "", 1).isdigit():
+        return f"; {amount} {unit.rstrip('.')} asked for at once"
+    return ""
+
+
+def check_text_is_utf8(args: argparse.Namespace) -> None:
     """The sentences typed as arguments are UTF-8 text: Python keeps a byte that is not (typed
     in a terminal of another encoding) as a lone surrogate, which no tokenizer reads."""
     text = getattr(args, "text", None)
@@ -127,7 +148,7 @@ def _check_text_is_utf8(args: argparse.Namespace) -> None:
         except UnicodeEncodeError as error:
             byte = ord(sentence[error.start]) - 0xDC00  # (surrogateescape keeps byte b as U+DCbb)
             shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else "a lone surrogate"
-            raise ValueError(f"argument {number} is not UTF-8 text ({shown} at character "
+            raise InputError(f"argument {number} is not UTF-8 text ({shown} at character "
                              f"{error.start + 1}): set the terminal to UTF-8, or give the "
                              f"sentences as UTF-8 on standard input") from None  # fmt: skip
 
@@ -148,11 +169,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = ("info, download, train, prepare, translate, evaluate, attention, average, "
                     "save-pretrained, export-onnx, export-ct2, export-hf")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
+    stdout = sys.stdout
+    sys.stdout = GuardedStdout(stdout) if stdout is not None else None
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command: its one-line errors and their exit statuses, or a bug's traceback."""
+    if os.environ.get("ANNOTATED_TRANSFORMER_DEBUG") == "1":  # every error with its traceback
+        _check_paths_and_stdout(args)
+        return args.run(args)
     try:
         _check_paths_and_stdout(args)
         status = args.run(args)
         if sys.stdout is not None:
-            _flush_stdout()
+            flush_stdout()
         return status
     except UsageError as error:  # what was typed
         return _fail(error, 2)
@@ -162,13 +196,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StdoutError as error:  # standard output filled up
         _drop_stdout()
         return _fail(error, 1)
-    except (OSError, ValueError) as error:  # the files or the machine
+    except (Error, OSError) as error:  # the files, the data or the machine
         return _fail(error, 1)
-    except (RuntimeError, MemoryError) as error:  # from PyTorch: only out of memory is ours
-        message = _out_of_memory(args, error)
-        if message is None:
-            raise
-        return _fail(RuntimeError(message), 1)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # out of memory, or a bug of the package
+        message = out_of_memory(args, error)
+        if message is not None:
+            return _fail(RuntimeError(message), 1)
+        traceback.print_exc()
+        return _fail(RuntimeError(f"{type(error).__name__} above is a bug of {PROG}: please "
+                                  f"report it with the traceback and what `{PROG} info` "
+                                  f"prints"), 1)  # fmt: skip

@@ -12,22 +12,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from annotated_transformer.cli.common import PROG, _needs, check_output_folder
-from annotated_transformer.cli.model_inputs import _check_checkpoint, _translator
+from annotated_transformer.cli.common import PROG, check_output_folder, needs_packages
+from annotated_transformer.cli.model_inputs import check_model_input, open_model
+from annotated_transformer.util.errors import InputError
 
 
 def cmd_save_pretrained(args: argparse.Namespace) -> int:
     """Write a trained BPE run as the files a shipped model is made of (fp16 safetensors, config,
     tokenizer, SHA256SUMS): what `annotated_transformer/pretrained_model/` holds."""
-    _check_checkpoint(args.checkpoint, "save-pretrained")
+    check_model_input(args.checkpoint, "save-pretrained")
     from annotated_transformer.pretrained import check_replaceable, write_pretrained
     from annotated_transformer.runs.saved_run import SavedRun
 
-    check_replaceable(check_output_folder(args.out, "--out"))
-    sums = write_pretrained(SavedRun.load(args.checkpoint), args.out)
+    check_replaceable(_out_folder(args))
+    with _writing(args):
+        sums = write_pretrained(SavedRun.load(args.checkpoint), args.out)
     print(f"wrote {args.out}:")
     print(sums.read_text(encoding="utf-8"), end="")
     return 0
@@ -36,57 +39,78 @@ def cmd_save_pretrained(args: argparse.Namespace) -> int:
 def cmd_export_onnx(args: argparse.Namespace) -> int:
     """Write the model as two ONNX graphs (the encoder, one decoder step) with its tokenizer:
     what the book's chapter "Try it" runs in the browser."""
-    _needs("export-onnx", ("onnx", "onnxscript", "onnxruntime"), "onnx")
+    needs_packages("export-onnx", ("onnx", "onnxscript", "onnxruntime"), "onnx")
     from annotated_transformer.exports import onnx as onnx_export
 
     translator = _model_to_export(args, "export-onnx", onnx_export.check_replaceable)
-    onnx_export.export_onnx(
-        translator.model,
-        translator.bpe,
-        args.out,
-        origin=translator.origin,
-        pair=translator.config.pair,
-    )
+    with _writing(args):
+        onnx_export.export_onnx(
+            translator.model,
+            translator.bpe,
+            args.out,
+            origin=translator.origin,
+            pair=translator.config.pair,
+        )
     return _wrote(Path(args.out), onnx_export.FILES)
 
 
 def cmd_export_ct2(args: argparse.Namespace) -> int:
     """Write the model as a CTranslate2 model with its tokenizer, which `translate --checkpoint`
     and `CT2Translator.open` read."""
-    _needs("export-ct2", ("ctranslate2",), "serve")
+    needs_packages("export-ct2", ("ctranslate2",), "serve")
     from annotated_transformer.exports import ct2 as ct2_export
 
     translator = _model_to_export(args, "export-ct2", ct2_export.check_replaceable)
     ct2_export.check_convertible(translator.model)
-    ct2_export.export_ct2(translator.model, translator.bpe, translator.config, args.out,
-                          quantization=args.quantization, origin=translator.origin)  # fmt: skip
+    with _writing(args):
+        ct2_export.export_ct2(translator.model, translator.bpe, translator.config, args.out,
+                              quantization=args.quantization, origin=translator.origin)  # fmt: skip
     return _wrote(Path(args.out), ct2_export.FILES)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     """Write the model as a Hugging Face `transformers` MarianMTModel folder with its tokenizer
     and a Hub model card."""
-    _needs("export-hf", ("transformers",), "serve")
+    needs_packages("export-hf", ("transformers",), "serve")
     from annotated_transformer.exports import hf as hf_export
 
     translator = _model_to_export(args, "export-hf", hf_export.check_replaceable)
     hf_export.check_marian(translator.model)
-    hf_export.export_hf(translator.model, translator.bpe, args.out,
-                        card=_model_card(args.checkpoint), origin=translator.origin,
-                        pair=translator.config.pair)  # fmt: skip
+    with _writing(args):
+        hf_export.export_hf(translator.model, translator.bpe, args.out,
+                            card=_model_card(args.checkpoint), origin=translator.origin,
+                            pair=translator.config.pair)  # fmt: skip
     return _wrote(Path(args.out), hf_export.FILES)
 
 
 def _model_to_export(args: argparse.Namespace, command: str, check_out: Callable) -> Any:
     """--out checked (`check_out`), then the model of --checkpoint, which must have the shared
     BPE vocabulary that every export carries (a Translator)."""
-    check_out(check_output_folder(args.out, "--out"))
-    _check_checkpoint(args.checkpoint, command)
-    translator = _translator(args)
+    check_out(_out_folder(args))
+    check_model_input(args.checkpoint, command)
+    translator = open_model(args, command)
     if translator.bpe is None:
-        raise ValueError(f"{args.checkpoint}: {command} needs a run with the shared BPE "
+        raise InputError(f"{args.checkpoint}: {command} needs a run with the shared BPE "
                          f"vocabulary (tokenizer bpe); this one has word vocabularies")  # fmt: skip
     return translator
+
+
+def _out_folder(args: argparse.Namespace) -> Path:
+    """--out checked as an output (`check_output_folder`), and refused inside the installed
+    package unless --into-package (`util.atomic.check_outside_package`), before any work."""
+    from annotated_transformer.util.atomic import check_outside_package
+
+    out = check_output_folder(args.out, "--out")
+    check_outside_package(out, getattr(args, "into_package", False))
+    return out
+
+
+def _writing(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """The lock of --out (`util.atomic.writing`), with --into-package's permission: the writer's
+    own lock of the same folder, inside it, shares both."""
+    from annotated_transformer.util.atomic import writing
+
+    return writing(args.out, into_package=getattr(args, "into_package", False))
 
 
 def _wrote(out: Path, files: Sequence[str]) -> int:

@@ -22,6 +22,7 @@ from annotated_transformer.cli.common import (
     PAIRS,
     PRESET_NAMES,
     PROG,
+    thread_count,
 )
 from annotated_transformer.cli.data_commands import cmd_download, cmd_info, cmd_prepare
 from annotated_transformer.cli.export_commands import (
@@ -289,6 +290,7 @@ def _add_save_pretrained(commands: Commands) -> None:
     save.add_argument("checkpoint", help="a checkpoint (e.g. an average), or a run folder")
     save.add_argument("--out", required=True, help="the folder to write (files in it that "
                       "are not a shipped model's are not replaced)")  # fmt: skip
+    _into_package_option(save)
     save.set_defaults(run=cmd_save_pretrained)
 
 
@@ -299,7 +301,15 @@ def _add_export(commands: Commands, name: str, about: str, more: str) -> argpars
                         "vocabulary (default: the model that ships with the package)")  # fmt: skip
     export.add_argument("--out", required=True, help="the folder to write (files in it that an "
                         "export did not write are not replaced)")  # fmt: skip
+    _into_package_option(export)
     return export
+
+
+def _into_package_option(parser: argparse.ArgumentParser) -> None:
+    """--into-package, hidden: let --out be a folder of the installed package. Only the release
+    recipe passes it (`save-pretrained ... --out src/annotated_transformer/pretrained_model`);
+    without it such an --out is refused (`util.atomic.check_outside_package`)."""
+    parser.add_argument("--into-package", action="store_true", help=argparse.SUPPRESS)
 
 
 def _add_export_onnx(commands: Commands) -> None:
@@ -369,7 +379,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "runs out (default: 16384)",
     )  # fmt: skip
     parser.add_argument(
-        "--threads", type=_count(high=1024),
+        "--threads", type=thread_count,
         help="CPU threads to decode on, each running its own batches (default: the threads "
         "PyTorch may use, at most the cores this process may run on; see the chapter Serving)",
     )  # fmt: skip

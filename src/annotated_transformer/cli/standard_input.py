@@ -1,6 +1,8 @@
 """`translate`'s standard input: read from its file descriptor as UTF-8 whatever the locale, cut
 into lines (CR, CRLF and LF), and handed over in chunks of at most `--chunk` lines by a reading
-thread, so that each translation is written while the input is still open.
+thread, so that each translation is written while the input is still open. It reads in time
+linear in the input, gives every whole line before bytes that are not UTF-8, and refuses a line
+longer than any model reads before reading the rest of it.
 
 Hand-written; the chapter "Engineering a training run" teaches `translate`.
 """
@@ -16,10 +18,15 @@ import sys
 from collections.abc import Iterator
 
 from annotated_transformer.cli.common import PROG
+from annotated_transformer.util.errors import InputError
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _END_OF_INPUT = object()  # what the reader of standard input sends after the last line
 CHUNK_LINES = 500  # `translate --chunk`: lines read, translated and written at a time
+# The longest line read: 64 characters for each of the 65,536 positions of the longest model
+# (model.transformer.MAX_POSITIONS, not imported: it needs torch). Longer, a line is refused
+# before the rest of it is read; `translate` refuses shorter ones by the model's own max_len.
+LONGEST_LINE = 64 * 65_536
 
 
 def _stdin_blocks() -> Iterator[bytes | str]:
@@ -29,7 +36,12 @@ def _stdin_blocks() -> Iterator[bytes | str]:
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        yield from sys.stdin
+        buffer = getattr(sys.stdin, "buffer", None)  # (a text stream over bytes: its bytes, so
+        if buffer is None:  # that they are decoded here, as the descriptor's are)
+            yield from sys.stdin
+            return
+        while block := buffer.read(1 << 16):
+            yield block
         return
     while block := os.read(fd, 1 << 16):
         yield block
@@ -37,7 +49,7 @@ def _stdin_blocks() -> Iterator[bytes | str]:
 
 def _stdin_lines() -> Iterator[str]:
     """Standard input's lines as they arrive, read as UTF-8 whatever the locale; CR, CRLF and LF
-    all end a line."""
+    all end a line. Bytes that are not UTF-8 stop it after every whole line before them."""
     if sys.stdin is None:
         raise OSError(
             "standard input is closed: give the sentences as arguments, or one per line on "
@@ -46,30 +58,70 @@ def _stdin_lines() -> Iterator[str]:
     if sys.stdin.isatty():
         print(f"{PROG}: reading sentences to translate, one per line; end with Ctrl-D",
               file=sys.stderr)  # fmt: skip
-    decoder, pending, number = codecs.getincrementaldecoder("utf-8")(), "", 0
+    lines = LineSplitter()
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         for block in itertools.chain(_stdin_blocks(), [b""]):  # b"": the end, told the decoder
-            text = decoder.decode(block, final=block == b"") if isinstance(block, bytes) else block
-            data = pending + text
-            held = "\r" if data.endswith("\r") and block != b"" else ""  # (its \n may follow)
-            *lines, pending = _LINE_END.split(data[: len(data) - len(held)])
-            pending += held
-            for line in lines:
-                number += 1
-                yield line
-        if pending:
-            yield pending
-    except UnicodeDecodeError as error:
-        before = pending + error.object[: error.start].decode("utf-8", errors="replace")
-        line = number + 1 + len(_LINE_END.findall(before))
-        raise ValueError(
-            f"standard input is not UTF-8 text (line {line}: {error.reason})"
-        ) from None
+            try:
+                text = decoder.decode(block, final=not block) if isinstance(block, bytes) else block
+            except UnicodeDecodeError as error:  # the lines before the bad byte, then the error
+                yield from lines.split(error.object[: error.start].decode("utf-8"))
+                raise InputError(f"standard input is not UTF-8 text (line {lines.number + 1}: "
+                                 f"{error.reason})") from None  # fmt: skip
+            yield from lines.split(text)
+        yield from lines.end()
     except OSError as error:
         raise OSError(f"cannot read standard input: {error.strerror or error}") from None
 
 
-def _stdin_chunks(size: int) -> Iterator[list[str]]:
+class LineSplitter:
+    """Text in blocks, cut into lines in time linear in its length: a line's parts are kept in
+    a list and joined once, at its end. A line longer than `LONGEST_LINE` characters is refused
+    as soon as that many have come, without reading the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []  # the line so far
+        self.size = 0  # its characters
+        self.number = 0  # the lines given so far
+        self.after_cr = False  # the last block ended with \r: a \n first in the next is its end
+
+    def split(self, text: str) -> Iterator[str]:
+        """The lines that `text` ends, given the blocks before it."""
+        if not text:  # (a block of part of a character)
+            return
+        if self.after_cr and text.startswith("\n"):
+            text = text[1:]
+        self.after_cr, start = text.endswith("\r"), 0
+        for end in _LINE_END.finditer(text):
+            yield self.line(text[start : end.start()])
+            start = end.end()
+        self.keep(text[start:])
+
+    def keep(self, part: str) -> None:
+        """Add `part` to the line being read, refusing a line that grows too long."""
+        self.size += len(part)
+        if self.size > LONGEST_LINE:
+            raise InputError(
+                f"standard input: line {self.number + 1} is longer than {LONGEST_LINE:,} "
+                f"characters, more than any model reads; split it into sentences, one per line"
+            )
+        if part:
+            self.parts.append(part)
+
+    def line(self, last: str) -> str:
+        """The line being read, ended by `last`."""
+        self.keep(last)
+        line, self.parts, self.size = "".join(self.parts), [], 0
+        self.number += 1
+        return line
+
+    def end(self) -> Iterator[str]:
+        """The last line, if the text does not end with a line end."""
+        if self.parts:
+            yield self.line("")
+
+
+def stdin_chunks(size: int) -> Iterator[list[str]]:
     """Standard input in lists of at most `size` lines: each holds what has arrived once a first
     line has, so that a translation is written while the input is still open (an interactive
     session, a pipe fed slowly). A thread reads ahead at most `size` lines: memory stays bounded

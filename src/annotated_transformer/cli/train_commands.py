@@ -18,11 +18,12 @@ from pathlib import Path
 from annotated_transformer.cli.common import (
     PRESET_LIST,
     UsageError,
-    _check_device,
+    check_device,
     check_output_file,
     check_output_folder,
 )
-from annotated_transformer.cli.model_inputs import _check_checkpoint
+from annotated_transformer.cli.model_inputs import check_model_input
+from annotated_transformer.util.errors import InputError
 
 
 def _set_changes(args: argparse.Namespace) -> dict:
@@ -83,6 +84,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from annotated_transformer.training.run import train
     from annotated_transformer.training.run_folder import check_run_folder
 
+    _check_not_another_commands(Path(args.out))
     if args.preset is None and not holds_a_run(Path(args.out)):
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
                          "checkpoint or a config.json")  # fmt: skip
@@ -90,13 +92,41 @@ def cmd_train(args: argparse.Namespace) -> int:
     if rank == 0:
         check_run_folder(Path(args.out), args.resume)
     config = _train_config(args, changes)
-    _check_device(args.device)
+    check_device(args.device)
+    _check_fits(config, args.device)
     outcome = train(
         config, args.out, data_dir=args.data_dir, resume=args.resume, device=args.device,
         progress=not args.no_progress,
         log=lambda message: print(message, file=sys.stderr, flush=True),
     )  # fmt: skip
     return 0 if outcome.stopped_by is None else 128 + outcome.stopped_by
+
+
+def _check_not_another_commands(out: Path) -> None:
+    """Refuse `--out` a model folder that another command wrote (an export, a save-pretrained
+    folder), naming it, rather than reading its config.json as a run's."""
+    if not out.is_dir():
+        return
+    from annotated_transformer.exports.formats import identify
+    from annotated_transformer.util.errors import ModelFolderError
+
+    found = identify(out)
+    if found.name != "run folder":
+        raise ModelFolderError(
+            f"--out {out} is {found.what} (written by {found.writer}), not a run folder: train "
+            f"writes a new run into a new or empty folder, or continues a run folder (--resume)"
+        )
+
+
+def _check_fits(config, device: str | None) -> None:
+    """Before any data is read: refuse a model whose training state (16 bytes a parameter:
+    weight, gradient, Adam's two moments) cannot fit the memory of the device it would train on.
+    The vocabularies, not read yet, count as empty; `build_model` checks again with them."""
+    from annotated_transformer.model.config import TRAINING_BYTES
+    from annotated_transformer.model.transformer import check_fits_device
+    from annotated_transformer.util.device import default_device
+
+    check_fits_device(config.model, default_device(device), TRAINING_BYTES)
 
 
 def cmd_average(args: argparse.Namespace) -> int:
@@ -110,11 +140,11 @@ def cmd_average(args: argparse.Namespace) -> int:
 
     try:
         out = check_average_path(args.out)
-    except ValueError as error:
+    except InputError as error:
         raise UsageError(str(error)) from None
     check_output_file(out, "--out", is_checkpoint, "a checkpoint")
     for given in args.checkpoints:
-        _check_checkpoint(given, "average")
+        check_model_input(given, "average")
     paths: list = []
     for given in args.checkpoints:
         if Path(given).is_dir():
@@ -156,9 +186,8 @@ def _average_last(run_dir: Path) -> int:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     """Check the grid's options and outputs, then run it (`variations.run_grid`)."""
-    import torch
-
     from annotated_transformer import variations
+    from annotated_transformer.util.device import default_device
 
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: expected a positive number of processes")
@@ -166,8 +195,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.only or []) - set(names))
     if unknown:
         raise UsageError(f"--only: unknown variations {unknown}; the grid: {', '.join(names)}")
-    _check_device(args.device)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    check_device(args.device)
+    device = default_device(args.device).type  # "cuda" or "cpu", as the results folder says
     results = check_output_folder(
         args.results or f"results/variations-{args.profile}-{device}", "--results"
     )

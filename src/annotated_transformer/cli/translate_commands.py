@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,47 +20,76 @@ from annotated_transformer.cli.common import (
     LANGUAGE_NAMES,
     PROG,
     UsageError,
-    _check_device,
-    _flush_stdout,
+    check_device,
     check_output_file,
     check_output_folder,
+    flush_stdout,
 )
-from annotated_transformer.cli.model_inputs import _check_checkpoint, _quantized, _translator
-from annotated_transformer.cli.standard_input import _stdin_chunks
-from annotated_transformer.data.vocab import normalize
+from annotated_transformer.cli.model_inputs import check_model_input, open_model
+from annotated_transformer.cli.standard_input import stdin_chunks
+from annotated_transformer.data.vocab import normalize, not_text
+from annotated_transformer.util.errors import InputError, SentenceError
 
 
 def _translate_chunk(translator, lines: list[str], first: int, args: argparse.Namespace) -> None:
     """Translate input lines `first`, `first + 1`, ... and write one output line for each (an
-    empty line stays empty), then flush, so that what is written is kept whatever comes next.
-    Messages name a line of standard input ("line 5"), or an argument ("argument 2")."""
+    empty line stays empty, and so does one that is not text), then flush, so that what is
+    written is kept whatever comes next. A line that cannot be translated stops the chunk once
+    every line before it is written. Messages name a line of standard input ("line 5"), or an
+    argument ("argument 2")."""
     unit = "argument" if args.text else "line"
-    source = LANGUAGE_NAMES[translator.config.languages[0]]
     filled = [i for i, line in enumerate(lines) if normalize(line)]
-    for i in filled:
-        unknown = translator.unknown_words(lines[i])
-        if unknown:
-            print(
-                f"{PROG}: warning: {unit} {first + i}: {len(unknown)} word(s) not in "
-                f"the {source} vocabulary, read as <unk>: {', '.join(unknown)}",
-                file=sys.stderr,
-            )
     try:
+        check_characters(translator, [lines[i] for i in filled])
         outputs = translator.translate(
             [lines[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
             keep_greedy=args.keep_greedy, progress=bool(args.text) and sys.stderr.isatty(),
             search=args.search,
         )  # fmt: skip
-    except ValueError as error:  # "sentence N ...": N counted among this chunk's sentences
-        found = re.match(r"sentence (\d+) ", str(error))
-        if found is None:
-            raise
-        line = first + filled[int(found.group(1)) - 1]
-        raise ValueError(f"{unit} {line} " + str(error)[found.end() :]) from None
+    except SentenceError as error:  # its index counts this chunk's sentences, from 1
+        refused = filled[error.index - 1]
+        if refused > 0:  # the lines before it: translated and written first
+            _translate_chunk(translator, lines[:refused], first, args)
+        raise InputError(f"{unit} {first + refused} {error.problem}") from None
+    warn_about_lines(translator, lines, first, unit)
     translations = dict(zip(filled, outputs, strict=True))
     for i in range(len(lines)):
         print(translations.get(i, ""))
-    _flush_stdout()
+    flush_stdout()
+
+
+CHARACTERS_PER_WORD = 64  # the most characters a word model's token is taken to hold
+
+
+def check_characters(translator, sentences: list[str]) -> None:
+    """Refuse, before it is tokenized, a sentence of more characters than the model's `max_len`
+    tokens can hold (`SentenceError`): a BPE piece holds at most as many as the longest in the
+    vocabulary, a word at most `CHARACTERS_PER_WORD`. A line of megabytes is refused at once."""
+    max_len = translator.config.model.max_len
+    widest = (max(map(len, translator.bpe.vocab.itos)) if translator.bpe is not None
+              else CHARACTERS_PER_WORD)  # fmt: skip
+    most = (max_len - 1) * widest
+    for i, sentence in enumerate(sentences, 1):
+        size = len(normalize(sentence))
+        if size > most:
+            raise SentenceError(i, f"has {size:,} characters, more than this model's {max_len - 1} "
+                                f"tokens can hold ({most:,}: at most {widest} characters a "
+                                f"token); split it into sentences, one per line")  # fmt: skip
+
+
+def warn_about_lines(translator, lines: list[str], first: int, unit: str) -> None:
+    """On standard error: the words of each line that the model reads as `<unk>`, and each line
+    read as blank because it is not text (a NUL, a terminal's escape sequence)."""
+    source = LANGUAGE_NAMES[translator.config.languages[0]] if translator else ""
+    for i, line in enumerate(lines):
+        unknown = translator.unknown_words(line) if translator and normalize(line) else []
+        if unknown:
+            print(f"{PROG}: warning: {unit} {first + i}: {len(unknown)} word(s) not in the "
+                  f"{source} vocabulary, read as <unk>: {', '.join(unknown)}",
+                  file=sys.stderr)  # fmt: skip
+        if (problem := not_text(line)) is not None:
+            print(f"{PROG}: warning: {unit} {first + i} {problem}: not text, so read as a "
+                  f"blank line", file=sys.stderr)  # fmt: skip
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -70,18 +98,20 @@ def cmd_translate(args: argparse.Namespace) -> int:
     translated and written a chunk at a time (`--chunk` lines at most)."""
     if sys.stdout is None:
         raise OSError("standard output is closed: the translations would be lost")
-    _check_checkpoint(args.checkpoint)
-    _check_device(args.device)
-    chunks = iter([args.text]) if args.text else _stdin_chunks(args.chunk)
+    check_model_input(args.checkpoint, "translate")
+    check_device(args.device)
+    chunks = iter([args.text]) if args.text else stdin_chunks(args.chunk)
     translator, read, empty = None, 0, 0  # empty: lines held until a first sentence comes
     for chunk in chunks:
         read += len(chunk)
         if translator is None and not any(normalize(line) for line in chunk):
+            warn_about_lines(
+                None, chunk, read - len(chunk) + 1, "argument" if args.text else "line"
+            )
             empty += len(chunk)
             continue
         if translator is None:
-            translator = _translator(args)
-            translator = _quantized(translator, args) if args.quantize else translator
+            translator = open_model(args, "translate")
             print("\n" * empty, end="")
         _translate_chunk(translator, chunk, read - len(chunk) + 1, args)
     if translator is None:
@@ -183,10 +213,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.results:
         check_output_folder(args.results, "--results")
         _check_tag_fits(args.results, args.tag, splits)
-    _check_checkpoint(args.checkpoint, "evaluate")
-    _check_device(args.device)
-    translator = _translator(args)
-    translator = _quantized(translator, args) if args.quantize else translator
+    check_model_input(args.checkpoint, "evaluate")
+    check_device(args.device)
+    translator = open_model(args, "evaluate")
     splits, wmt = _splits_of_the_run(args.split, translator.config.dataset), None
     if translator.config.dataset != "multi30k":
         wmt = _newstest_folder(args, splits, translator.config.pair)
@@ -278,7 +307,7 @@ def _evaluate_split(
                 "max_output_tokens": "source tokens + 50 (§6.1)",
                 **({"quantize": args.quantize} if args.quantize else {}),
             },
-            device=describe_device(next(translator.model.parameters()).device),
+            device=describe_device(translator.device),
             data_dir=args.data_dir if wmt is None else wmt,
             reference=None if wmt is None else newstest_files(split, wmt, result.pair)[1],
         )  # fmt: skip
@@ -297,8 +326,8 @@ def cmd_attention(args: argparse.Namespace) -> int:
     if not normalize(args.text):
         raise UsageError("nothing to translate: give one sentence, in the model's source language")
     check_output_file(args.output, "--output", _our_attention_file, "an attention file")
-    _check_checkpoint(args.checkpoint, "attention")
-    _check_device(args.device)
+    check_model_input(args.checkpoint, "attention")
+    check_device(args.device)
     import shlex
 
     import torch
@@ -307,7 +336,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from annotated_transformer.decoding.batched import translate_ids
     from annotated_transformer.evaluation.attention_maps import attention_maps, save_attention_maps
 
-    translator = _translator(args)
+    translator = open_model(args, "attention")
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
     (words,) = translate_ids(
         translator.model, [src], translator.tgt_vocab, max_len=translator.config.model.max_len,
@@ -315,7 +344,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
         keep_greedy=args.keep_greedy, search=args.search, workers=translator.workers,
     )  # fmt: skip
     tgt = torch.tensor([BOS_ID, *translator.tgt_vocab.encode(words)])  # (T,): <s> and the words
-    device = next(translator.model.parameters()).device
+    device = translator.device
     maps = attention_maps(translator.model, src.to(device), tgt.to(device))
     translation = translator.detokenize(words)
     about = {

@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from annotated_transformer.model.masks import padding_mask, target_mask
+from annotated_transformer.util.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,15 @@ def check_batch_tensors(src: Tensor, tgt: Tensor) -> None:
     """Refuse ids that `Batch.from_tensors` cannot use, naming the tensor and the problem."""
     for name, ids in (("src", src), ("tgt", tgt)):
         if ids.dim() != 2:
-            raise ValueError(f"{name} must be (B, length) token ids, got {tuple(ids.shape)}")
+            raise InputError(f"{name} must be (B, length) token ids, got {tuple(ids.shape)}")
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise ValueError(f"{name} must hold integer token ids, got {ids.dtype}")
+            raise InputError(f"{name} must hold integer token ids, got {ids.dtype}")
     if src.size(0) != tgt.size(0):
-        raise ValueError(
+        raise InputError(
             f"src and tgt must hold the same number of sentences: {src.size(0)} vs {tgt.size(0)}"
         )
     if tgt.size(1) < 2:
-        raise ValueError(
+        raise InputError(
             f"tgt needs at least 2 positions (a start token and one to predict), "
             f"got shape {tuple(tgt.shape)}"
         )
@@ -114,10 +115,10 @@ def check_batch_tensors(src: Tensor, tgt: Tensor) -> None:
 def check_sentence_pairs(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     """Refuse an empty list of pairs, or a pair whose ids are not 1-D."""
     if not pairs:
-        raise ValueError("cannot collate an empty list of sentence pairs")
+        raise InputError("cannot collate an empty list of sentence pairs")
     for i, (src, tgt) in enumerate(pairs):
         if src.dim() != 1 or tgt.dim() != 1:
-            raise ValueError(
+            raise InputError(
                 f"pair {i}: expected 1-D token ids, got source {tuple(src.shape)} "
                 f"and target {tuple(tgt.shape)}"
             )

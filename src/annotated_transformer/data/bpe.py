@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from annotated_transformer.data.vocab import SPECIALS, UNK, Vocab, normalize, read_json
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.errors import InputError
 
 SPACE = "▁"  # U+2581, stands for the space before a piece
 BYTES = tuple(f"<0x{b:02X}>" for b in range(256))  # the byte fallback: one piece per byte
@@ -35,7 +36,7 @@ class BPETokenizer:
         size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.vocab = Vocab([tokenizer.id_to_token(i) for i in range(size)])
         if tuple(self.vocab.itos[len(SPECIALS) : len(SPECIALS) + len(BYTES)]) != BYTES:
-            raise ValueError("a BPE vocabulary must list the 256 byte pieces after the specials")
+            raise InputError("a BPE vocabulary must list the 256 byte pieces after the specials")
 
     def __call__(self, text: str) -> list[str]:
         """The pieces of one text, `normalize`d."""
@@ -55,7 +56,7 @@ class BPETokenizer:
         from tokenizers import Tokenizer, models, trainers
 
         check_vocab_size(vocab_size)
-        tokenizer = _pipeline(Tokenizer(models.BPE(unk_token=UNK, byte_fallback=True)))
+        tokenizer = pipeline(Tokenizer(models.BPE(unk_token=UNK, byte_fallback=True)))
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size - len(BYTES),  # the byte pieces are added below
             min_frequency=min_frequency,
@@ -101,19 +102,19 @@ class BPETokenizer:
         from tokenizers import Tokenizer
 
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"{source}: not a BPE tokenizer saved by this package")
+            raise InputError(f"{source}: not a BPE tokenizer saved by this package")
         if data.get("version") not in (1, VERSION) or not isinstance(data.get("tokenizer"), str):
-            raise ValueError(f"{source}: unknown BPE tokenizer version {data.get('version')!r}")
+            raise InputError(f"{source}: unknown BPE tokenizer version {data.get('version')!r}")
         try:
             tokenizer = Tokenizer.from_str(data["tokenizer"])
         except Exception as error:  # tokenizers raises its own Exception subclass
-            raise ValueError(f"{source}: the tokenizer does not load ({error})") from None
+            raise InputError(f"{source}: the tokenizer does not load ({error})") from None
         if data["version"] == 1:  # saved before version 2: its pipeline was set on loading
-            tokenizer = _pipeline(tokenizer)
+            tokenizer = pipeline(tokenizer)
         try:
             return cls(tokenizer)
         except ValueError as error:
-            raise ValueError(f"{source}: {error}") from None
+            raise InputError(f"{source}: {error}") from None
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the tokenizer as JSON, atomically: a crash leaves the old file or the new one."""
@@ -128,7 +129,7 @@ class BPETokenizer:
 
 
 # From book/bpe.ipynb, "Subwords: byte-pair encoding" › "The text pipeline".
-def _pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its text pipeline set
+def pipeline(tokenizer):  # -> tokenizers.Tokenizer, the same one, with its text pipeline set
     """Set how text becomes pieces and back, so that the round trip is exact.
 
     Normalize: `▁` before the text and in place of every space (the text comes `normalize`d:
@@ -166,7 +167,7 @@ def check_vocab_size(vocab_size: object) -> None:
     """Refuse a `vocab_size` with no room for the specials, the bytes and one learned piece."""
     least = len(SPECIALS) + len(BYTES) + 1
     if not isinstance(vocab_size, int) or vocab_size < least:
-        raise ValueError(
+        raise InputError(
             f"a BPE vocabulary needs room for the {len(SPECIALS)} specials, the "
             f"{len(BYTES)} byte pieces and some learned ones: vocab_size must be at least "
             f"{least}, got {vocab_size!r}"

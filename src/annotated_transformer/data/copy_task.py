@@ -10,6 +10,7 @@ Ids: 0 padding, 1 start symbol, 2 … vocab − 1 words. Shapes: B sequences of 
 import torch
 
 from annotated_transformer.data.batch import Batch
+from annotated_transformer.util.errors import InputError
 
 PAD, BOS = 0, 1  # the copy task's padding and start symbols
 
@@ -36,7 +37,7 @@ def copy_batch(
 def check_copy_arguments(batch_size: int, length: int, vocab: int) -> None:
     """Raise a ValueError unless batch_size >= 1, length >= 2 and vocab >= 3."""
     if batch_size < 1 or length < 2 or vocab < 3:
-        raise ValueError(
+        raise InputError(
             f"copy_batch needs batch_size >= 1, length >= 2 and vocab >= 3, "
             f"got batch_size={batch_size}, length={length}, vocab={vocab}"
         )

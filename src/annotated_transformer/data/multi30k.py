@@ -17,6 +17,8 @@ import gzip
 import os
 from pathlib import Path
 
+from annotated_transformer.util.errors import InputError
+
 # where Multi30k's files are downloaded from
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 DATA_DIR_ENV = "ANNOTATED_TRANSFORMER_MULTI30K"  # names a folder holding Multi30k
@@ -61,9 +63,9 @@ def local_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:
 def file_name(split: str, lang: str) -> str:
     """The raw file of one side of a split, e.g. `file_name("test2016", "de")`."""
     if split not in SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}: expected one of {', '.join(SPLITS)}")
+        raise InputError(f"unknown Multi30k split {split!r}: expected one of {', '.join(SPLITS)}")
     if lang not in LANGUAGES:
-        raise ValueError(f"unknown language {lang!r}: expected one of {', '.join(LANGUAGES)}")
+        raise InputError(f"unknown language {lang!r}: expected one of {', '.join(LANGUAGES)}")
     return f"{SPLITS[split]}.{lang}.gz"
 
 
@@ -94,7 +96,7 @@ def download(
             f"already holds the Multi30k files (--data-dir or ${DATA_DIR_ENV})"
         ) from error
     except ValueError as error:  # pooch: the SHA-256 differs; the download was deleted
-        raise ValueError(f"{url}: {error}") from error
+        raise InputError(f"{url}: {error}") from error
     return Path(path)
 
 
@@ -114,7 +116,7 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None)
         )
     actual = pooch.file_hash(str(path), alg="sha256")
     if actual != SHA256[name]:
-        raise ValueError(
+        raise InputError(
             f"{path}: SHA-256 is {actual}, expected {SHA256[name]}; the file is damaged or is "
             f"not the Multi30k release this package knows"
         )
@@ -131,7 +133,7 @@ def read_pairs(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
     """The line-aligned (source, target) pairs of two gzip-compressed text files."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise ValueError(
+        raise InputError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the two sides of a "
             f"split must be line-aligned"
         )

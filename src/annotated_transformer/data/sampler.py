@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from annotated_transformer.util.errors import InputError
+
 
 def fill_batches(
     order: Sequence[int], src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int
@@ -106,30 +108,30 @@ def check_sampler_arguments(
 ) -> None:
     """Refuse lengths and settings that `TokenBudgetBatchSampler` cannot batch."""
     if src.ndim != 1 or tgt.ndim != 1 or len(src) != len(tgt):
-        raise ValueError(
+        raise InputError(
             f"src_lengths and tgt_lengths must be two lists of the same length, got "
             f"shapes {src.shape} and {tgt.shape}"
         )
     if len(src) == 0:
-        raise ValueError("no examples to batch: the length lists are empty")
+        raise InputError("no examples to batch: the length lists are empty")
     if src.min() < 1 or tgt.min() < 1:
         bad = int(np.flatnonzero((src < 1) | (tgt < 1))[0])
-        raise ValueError(
+        raise InputError(
             f"example {bad} has source length {src[bad]} and target length {tgt[bad]}: "
             f"every length must be at least 1"
         )
     if max_tokens < 1:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        raise InputError(f"max_tokens must be positive, got {max_tokens}")
     too_long = np.flatnonzero(np.maximum(src, tgt) > max_tokens)
     if len(too_long):
         i = int(too_long[0])
-        raise ValueError(
+        raise InputError(
             f"{len(too_long)} example(s) do not fit in max_tokens={max_tokens} even alone; "
             f"the first is example {i} (source length {src[i]}, target length {tgt[i]}). "
             f"Raise max_tokens or filter long sentences out."
         )
     if num_replicas < 1 or not 0 <= rank < num_replicas:
-        raise ValueError(
+        raise InputError(
             f"need num_replicas >= 1 and 0 <= rank < num_replicas, "
             f"got num_replicas={num_replicas}, rank={rank}"
         )

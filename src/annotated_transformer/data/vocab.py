@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.errors import InputError, InputTypeError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"  # the special tokens
 SPECIALS = (PAD, BOS, EOS, UNK)  # first in every vocabulary, in this order
@@ -89,7 +90,7 @@ class Vocab:
     ) -> "Vocab":
         """Every token seen at least `min_freq` times, most frequent first (ties: alphabetical)."""
         if min_freq < 1:
-            raise ValueError(f"min_freq must be at least 1, got {min_freq}")
+            raise InputError(f"min_freq must be at least 1, got {min_freq}")
         counts = Counter(token for sentence in sentences for token in sentence)
         for special in SPECIALS:
             counts.pop(special, None)  # the specials are placed first, whatever the text says
@@ -122,7 +123,7 @@ class Vocab:
         for i in ids:
             i = int(i)
             if not 0 <= i < len(self.itos):
-                raise ValueError(f"token id {i} is outside this vocabulary (ids 0 to "
+                raise InputError(f"token id {i} is outside this vocabulary (ids 0 to "
                                  f"{len(self.itos) - 1})")  # fmt: skip
             if i == EOS_ID:
                 break
@@ -144,13 +145,13 @@ class Vocab:
     def from_json(cls, data: object, source: str = "vocabulary") -> "Vocab":
         """The vocabulary that `to_json` gave; a ValueError naming `source` for anything else."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"{source}: not a vocabulary saved by this package")
+            raise InputError(f"{source}: not a vocabulary saved by this package")
         if data.get("version") != 1 or not isinstance(data.get("tokens"), list):
-            raise ValueError(f"{source}: unknown vocabulary version {data.get('version')!r}")
+            raise InputError(f"{source}: unknown vocabulary version {data.get('version')!r}")
         try:
             return cls(data["tokens"])
         except ValueError as error:
-            raise ValueError(f"{source}: {error}") from None
+            raise InputError(f"{source}: {error}") from None
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the vocabulary as JSON, atomically: a crash leaves the old file or the new one."""
@@ -170,15 +171,15 @@ class Vocab:
 def check_vocab_tokens(tokens: list) -> None:
     """Refuse a token list that is not the specials followed by distinct, non-empty strings."""
     if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-        raise ValueError(
+        raise InputError(
             f"a vocabulary must start with the specials {list(SPECIALS)}, "
             f"got {tokens[: len(SPECIALS)]}"
         )
     if not all(isinstance(token, str) and token for token in tokens):
-        raise ValueError("every token of a vocabulary must be a non-empty string")
+        raise InputError("every token of a vocabulary must be a non-empty string")
     if len(set(tokens)) != len(tokens):
         twice = [t for t, n in Counter(tokens).items() if n > 1]
-        raise ValueError(f"a vocabulary lists each token once; repeated: {twice[:5]}")
+        raise InputError(f"a vocabulary lists each token once; repeated: {twice[:5]}")
 
 
 # From book/appendix_files.ipynb,
@@ -193,13 +194,36 @@ SPACES = (
 )
 _ZERO_WIDTH = str.maketrans("", "", ZERO_WIDTH)
 _SPACE_RUN = re.compile(f"[{SPACES}]+")
+# What is not text (a NUL, an escape sequence's ESC, a lone surrogate, a noncharacter): the
+# control characters (Unicode category Cc) other than SPACES, the surrogates (Cs) and the 66
+# noncharacters. A sentence holding one is read as blank; the page holds the same rule (tested).
+NOT_TEXT = "\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufdef" + "".join(
+    chr(plane << 16 | 0xFFFE) + chr(plane << 16 | 0xFFFF) for plane in range(17)
+)
+_NOT_TEXT = re.compile(f"[{NOT_TEXT}]")
+
+
+def not_text(text: str) -> str | None:
+    """What makes `text` no sentence to translate, as the end of a message ("holds a control
+    character U+0000 at character 4": counted in characters from 1), or None for text."""
+    found = _NOT_TEXT.search(text)
+    if found is None:
+        return None
+    code = ord(found[0])
+    kind = ("a surrogate" if 0xD800 <= code <= 0xDFFF else "a control character"
+            if code < 0xA0 else "a noncharacter")  # fmt: skip
+    return f"holds {kind} U+{code:04X} at character {found.start() + 1}"
 
 
 def normalize(text: str) -> str:
     """The text a tokenizer reads: zero-width characters removed, Unicode NFC, each run of
-    `SPACES` one space, the ends trimmed. Idempotent; "" for a text of spaces alone."""
+    `SPACES` one space, the ends trimmed. Idempotent; "" for a text of spaces alone, and for a
+    text that holds a character that is not text (`not_text`): such a line is read as blank,
+    never as words made of control characters."""
     if not isinstance(text, str):
-        raise TypeError(f"expected a sentence as a string, got {type(text).__name__}")
+        raise InputTypeError(f"expected a sentence as a string, got {type(text).__name__}")
+    if _NOT_TEXT.search(text):
+        return ""
     text = unicodedata.normalize("NFC", text.translate(_ZERO_WIDTH))
     return _SPACE_RUN.sub(" ", text).strip(" ")
 
@@ -216,6 +240,6 @@ def read_json(path: str | os.PathLike[str]) -> object:
         with open(path, encoding="utf-8") as file:
             return json.load(file)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+        raise InputError(f"{path}: not valid JSON ({error})") from None
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise InputError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None

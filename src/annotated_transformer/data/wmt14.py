@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from annotated_transformer.util.errors import InputError, UsageError
+
 # where the SHA-256 sums and sizes of SOURCES come from
 TFDS = "TensorFlow Datasets, tensorflow_datasets/url_checksums/wmt14_translate.txt (SHA-256, size)"
 # where the MD5 sums of the test sets come from
@@ -105,6 +107,7 @@ def fetch(source: Source, mirror: str | None = None, progress: bool = False) -> 
 
     if mirror is not None and "://" not in mirror:  # a local folder
         return check_archive(Path(mirror) / source.file, source)
+    check_mirror(mirror)
     from annotated_transformer.util.downloads import downloading
 
     url = source.url if mirror is None else f"{mirror.rstrip('/')}/{source.file}"
@@ -118,8 +121,20 @@ def fetch(source: Source, mirror: str | None = None, progress: bool = False) -> 
         raise OSError(f"could not download {url}: {error}. Check the connection, or give "
                       f"--mirror a folder that holds {source.file}") from error  # fmt: skip
     except ValueError as error:  # pooch: the checksum differs; the download was deleted
-        raise ValueError(f"{url}: {' '.join(str(error).split())} ({source.published})") from None
+        raise InputError(f"{url}: {' '.join(str(error).split())} ({source.published})") from None
     return Path(path)
+
+
+MIRROR_SCHEMES = ("http://", "https://", "file://")  # what pooch downloads here without extras
+
+
+def check_mirror(mirror: str | None) -> None:
+    """A `UsageError` for a mirror that is neither a folder nor a URL of `MIRROR_SCHEMES` (pooch
+    would ask for other packages, e.g. paramiko for sftp://)."""
+    if mirror is not None and "://" in mirror and not mirror.startswith(MIRROR_SCHEMES):
+        scheme = mirror.split("://", 1)[0]
+        raise UsageError(f"--mirror {mirror}: {scheme}:// is not read here; give a folder that "
+                         f"holds the archives, or an http://, https:// or file:// URL")  # fmt: skip
 
 
 def check_archive(path: Path, source: Source) -> Path:
@@ -134,7 +149,7 @@ def check_archive(path: Path, source: Source) -> Path:
     algorithm, expected = source.checksum.split(":")
     actual = pooch.file_hash(str(path), alg=algorithm)
     if actual != expected:
-        raise ValueError(
+        raise InputError(
             f"{path}: {algorithm.upper()} is {actual}, expected {expected} (from "
             f"{source.published}); the file is damaged or is not the archive WMT published"
         )
@@ -194,10 +209,10 @@ def unpack(archive: Path, source: Source, folder: Path) -> dict[str, Path]:
                     with tar.extractfile(info) as member, open(found[lang], "wb") as out:
                         shutil.copyfileobj(member, out)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
-        raise ValueError(f"{archive}: not a readable tar.gz archive ({error})") from None
+        raise InputError(f"{archive}: not a readable tar.gz archive ({error})") from None
     missing = [member for member, lang in wanted.items() if lang not in found]
     if missing:
-        raise ValueError(f"{archive}: holds no {', '.join(missing)}, which {source.name} is "
+        raise InputError(f"{archive}: holds no {', '.join(missing)}, which {source.name} is "
                          f"read from (the layout of {source.url})")  # fmt: skip
     return found
 
@@ -213,7 +228,7 @@ def pairs(paths: Mapping[str, Path], source: Source) -> Iterator[tuple[str, str]
                 extra = 1 + sum(1 for _ in (right if s is None else left))
                 count = {"en": n - 1, "de": n - 1}
                 count["de" if s is None else "en"] += extra
-                raise ValueError(
+                raise InputError(
                     f"{source.file}: {source.members['en']} has {count['en']} sentences but "
                     f"{source.members['de']} has {count['de']}: the two sides must be aligned, "
                     f"one sentence each"
@@ -354,9 +369,9 @@ def sources_from_json(path: str | os.PathLike[str]) -> dict[str, Source]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         sources = {name: Source(**fields) for name, fields in data.items()}
     except (ValueError, TypeError, AttributeError) as error:
-        raise ValueError(f"{path}: not a registry of sources ({error})") from None
+        raise InputError(f"{path}: not a registry of sources ({error})") from None
     if sorted(sources) != sorted(SOURCES) or any(s.name != n for n, s in sources.items()):
-        raise ValueError(f"{path}: must name the sources {', '.join(SOURCES)}")
+        raise InputError(f"{path}: must name the sources {', '.join(SOURCES)}")
     if any(s.checksum.split(":")[0] not in ("sha256", "md5") for s in sources.values()):
-        raise ValueError(f"{path}: every checksum must be sha256:<hex> or md5:<hex>")
+        raise InputError(f"{path}: every checksum must be sha256:<hex> or md5:<hex>")
     return sources

@@ -22,6 +22,7 @@ from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.model.masks import padding_mask
+from annotated_transformer.util.errors import InputError
 
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
 
@@ -29,12 +30,12 @@ EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its sourc
 def check_sizes(max_tokens: int, workers: int | None, beam_size: int, vocab_size: int) -> None:
     """`translate_ids`'s guards: a beam no wider than the vocabulary, positive batch and workers."""
     if beam_size > vocab_size:
-        raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
+        raise InputError(f"beam size {beam_size} is larger than the target vocabulary "
                          f"({vocab_size} tokens): give at most {vocab_size}")  # fmt: skip
     positive = {"max_tokens": max_tokens, **({} if workers is None else {"workers": workers})}
     for name, value in positive.items():
         if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise InputError(f"{name} must be a positive integer, got {value!r}")
 
 
 @torch.inference_mode()

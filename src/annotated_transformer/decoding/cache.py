@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.model.attention import MultiHeadedAttention, attention
 from annotated_transformer.model.layers import DecoderLayer
+from annotated_transformer.util.errors import InputError, InputTypeError
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class DecoderCache:
         as it appends its position, so a step copies it once however its rows moved.
         """
         if rows.numel() % width:
-            raise ValueError(f"{rows.numel()} rows do not make groups of width {width}")
+            raise InputError(f"{rows.numel()} rows do not make groups of width {width}")
         past = rows if self.parents is None else self.parents[rows]  # (B',): rows of self_keys
         sentences = (rows // self.width)[::width]  # (B'/width,): the source side of each group
         return DecoderCache(
@@ -109,7 +110,7 @@ def _decoder_parts(model: nn.Module) -> tuple[nn.Module, nn.Module, list[Decoder
     embed = getattr(model, "tgt_embed", None)
     layers = getattr(getattr(model, "decoder", None), "layers", None)
     if not isinstance(embed, nn.Sequential) or len(embed) != 2 or layers is None:
-        raise TypeError(
+        raise InputTypeError(
             "incremental decoding needs a model built by build_model/make_model: an "
             "EncoderDecoder whose tgt_embed is Sequential(Embeddings, positional encoding) and "
             f"whose decoder has .layers; got {type(model).__name__}"
@@ -117,7 +118,7 @@ def _decoder_parts(model: nn.Module) -> tuple[nn.Module, nn.Module, list[Decoder
     for layer in layers:
         for attn in (layer.self_attn, layer.src_attn):
             if not isinstance(attn, MultiHeadedAttention):
-                raise TypeError(
+                raise InputTypeError(
                     f"incremental decoding needs MultiHeadedAttention in every decoder layer, "
                     f"got {type(attn).__name__}"
                 )
@@ -129,7 +130,7 @@ def start_cache(model: nn.Module, memory: Tensor, src_mask: Tensor) -> DecoderCa
     _, _, layers = _decoder_parts(model)
     B, S = memory.shape[:2]
     if src_mask.shape != (B, 1, S):
-        raise ValueError(
+        raise InputError(
             f"src_mask must be (B, 1, S) = {(B, 1, S)} for memory of shape "
             f"{tuple(memory.shape)}, got {tuple(src_mask.shape)}"
         )
@@ -211,7 +212,7 @@ def decode_step(
     """
     embed, position, layers = _decoder_parts(model)
     if tokens.shape != (cache.rows,):
-        raise ValueError(
+        raise InputError(
             f"tokens must be (B,) = ({cache.rows},), one per cached row, got {tuple(tokens.shape)}"
         )
     x = position(embed(tokens.unsqueeze(1)), offset=cache.length)  # (B, 1, d_model)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from annotated_transformer.decoding.cache import decode_step, start_cache
 from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.model.masks import subsequent_mask
+from annotated_transformer.util.errors import InputError
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -39,29 +40,29 @@ def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
 def _check_inputs(src: Tensor, src_mask: Tensor, max_len: int | Sequence[int] | Tensor) -> Tensor:
     """Validate a batch; return each sentence's maximum output length, (B,) on src's device."""
     if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        raise InputError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
     B, S = src.shape
     if src_mask.shape != (B, 1, S):
-        raise ValueError(
+        raise InputError(
             f"src_mask must be (B, 1, S) = {(B, 1, S)} for src of shape {tuple(src.shape)}, "
             f"got {tuple(src_mask.shape)}"
         )
     empty = (~src_mask.any(dim=-1)).squeeze(1).nonzero().flatten().tolist()
     if empty:
-        raise ValueError(
+        raise InputError(
             f"source sentence(s) {empty} of the batch are only padding: nothing to translate"
         )
     try:
         limits = torch.as_tensor(max_len)
     except (RuntimeError, TypeError, ValueError, OverflowError):  # (beyond 64 bits, not numbers)
-        raise ValueError(f"max_len must be an integer or one per sentence: {max_len}") from None
+        raise InputError(f"max_len must be an integer or one per sentence: {max_len}") from None
     if limits.is_floating_point() or limits.dtype == torch.bool or limits.dim() > 1:
-        raise ValueError(f"max_len must be an integer or one integer per sentence: {max_len}")
+        raise InputError(f"max_len must be an integer or one integer per sentence: {max_len}")
     if limits.dim() == 1 and limits.numel() != B:
-        raise ValueError(f"max_len has {limits.numel()} limits for a batch of {B} sentences")
+        raise InputError(f"max_len has {limits.numel()} limits for a batch of {B} sentences")
     limits = limits.to(device=src.device, dtype=torch.long).expand(B).clone()  # (B,)
     if (limits < 1).any():
-        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
+        raise InputError(f"max_len must be at least 1 (the start symbol), got {max_len}")
     return limits
 
 
@@ -93,7 +94,7 @@ def _check_model_fits(
     its positional table."""
     V_src, V_tgt, positions = _model_sizes(model)
     if V_src is not None and src.numel() and not 0 <= int(src.min()) <= int(src.max()) < V_src:
-        raise ValueError(f"src holds token ids from {int(src.min())} to {int(src.max())}; the "
+        raise InputError(f"src holds token ids from {int(src.min())} to {int(src.max())}; the "
                          f"model's source vocabulary has ids 0 to {V_src - 1}")  # fmt: skip
     for name, symbol in (("start_symbol", start_symbol), ("end_symbol", end_symbol)):
         if symbol is None and name == "end_symbol" and optional_end:
@@ -101,10 +102,10 @@ def _check_model_fits(
         integer = hasattr(symbol, "__index__") and not isinstance(symbol, bool)
         if not integer or (V_tgt is not None and not 0 <= int(symbol) < V_tgt):
             ids = "V-1" if V_tgt is None else V_tgt - 1
-            raise ValueError(f"{name} must be a token id of the model's target vocabulary (0 to "
+            raise InputError(f"{name} must be a token id of the model's target vocabulary (0 to "
                              f"{ids}), got {symbol!r}")  # fmt: skip
     if positions is not None and int(limits.max()) > positions:
-        raise ValueError(f"max_len {int(limits.max())} is longer than the model's positional "
+        raise InputError(f"max_len {int(limits.max())} is longer than the model's positional "
                          f"table ({positions} positions, its max_len)")  # fmt: skip
 
 
@@ -428,7 +429,7 @@ def _check_beam_inputs(
     check_search(search, keep_greedy)
     limits = _check_inputs(src, src_mask, max_len)
     if (limits < 2).any():
-        raise ValueError(f"max_len must leave room for a token after the start symbol: {max_len}")
+        raise InputError(f"max_len must leave room for a token after the start symbol: {max_len}")
     return limits, k, n_best, alpha
 
 
@@ -519,13 +520,13 @@ def sequence_scores(
     searches return them). Lets greedy and beam outputs be compared under one scoring.
     """
     if len(sequences) != src.size(0):
-        raise ValueError(f"need one sequence per sentence: {len(sequences)} for {src.size(0)}")
+        raise InputError(f"need one sequence per sentence: {len(sequences)} for {src.size(0)}")
     _check_inputs(src, src_mask, 1)
     memory = model.encode(src, src_mask)  # (B, S, d_model)
     scores = []
     for i, seq in enumerate(sequences):
         if len(seq) < 2:
-            raise ValueError(f"sequence {i} has no generated token after the start symbol")
+            raise InputError(f"sequence {i} has no generated token after the start symbol")
         ys = torch.tensor([list(seq)], device=src.device)  # (1, L)
         inputs, targets = ys[:, :-1], ys[0, 1:]  # (1, L-1), (L-1,)
         mask = subsequent_mask(inputs.size(1), src.device)  # (1, L-1, L-1)

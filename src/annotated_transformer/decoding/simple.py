@@ -17,6 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.model.masks import subsequent_mask
+from annotated_transformer.runs.presets import MAX_ALPHA
+from annotated_transformer.util.errors import InputError, UsageError
 
 
 @torch.no_grad()
@@ -167,9 +169,6 @@ def t2t_bound_met(
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "Beam search's settings, and the checkpoints an average takes".
-MAX_ALPHA = 10.0  # the largest length penalty α: lp = ((5 + |Y|) / 6)^α stays a finite float
-
-
 def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any,
                         cap_n_best: bool = True) -> tuple[int, int, float]:  # fmt: skip
     """(beam_size, n_best, alpha) as int, int, float (NumPy numbers too) if 1 <= n_best (<=
@@ -179,13 +178,13 @@ def check_beam_settings(beam_size: Any, n_best: Any, alpha: Any,
         return hasattr(value, "__index__") and not isinstance(value, bool)
 
     if not integer(beam_size) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
+        raise InputError(f"beam_size must be a positive integer, got {beam_size!r}")
     if not integer(n_best) or n_best < 1 or (cap_n_best and n_best > beam_size):
         what = f"between 1 and beam_size={beam_size}" if cap_n_best else "a positive integer"
-        raise ValueError(f"n_best must be {what}, got {n_best!r}")
+        raise InputError(f"n_best must be {what}, got {n_best!r}")
     number = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
     if not number or not 0 <= float(alpha) <= MAX_ALPHA:  # (also refuses NaN and inf)
-        raise ValueError(f"alpha must be >= 0 and at most {MAX_ALPHA:g} (the paper uses 0.6), "
+        raise InputError(f"alpha must be >= 0 and at most {MAX_ALPHA:g} (the paper uses 0.6), "
                          f"got {alpha!r}")  # fmt: skip
     return int(beam_size), int(n_best), float(alpha)
 
@@ -194,11 +193,13 @@ SEARCHES = ("k-finished", "t2t")  # beam search's stopping rules (see "Decoding"
 
 
 def check_search(search: Any, keep_greedy: bool = False) -> None:
-    """A ValueError unless `search` names a stopping rule that goes with `keep_greedy`."""
+    """A `UsageError` (a ValueError) unless `search` names a stopping rule that goes with
+    `keep_greedy`: options that do not go together, refused before any model is read."""
     if search not in SEARCHES:
-        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+        raise UsageError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
     if search == "t2t" and keep_greedy:
-        raise ValueError("keep_greedy goes with the k-finished search, not with search='t2t'")
+        raise UsageError("keep_greedy goes with the k-finished search, not with search='t2t' "
+                         "(--keep-greedy with --search t2t)")  # fmt: skip
 
 
 # From book/appendix_settings.ipynb,
@@ -207,11 +208,11 @@ def check_search(search: Any, keep_greedy: bool = False) -> None:
 def check_greedy_arguments(src: Tensor, src_mask: Tensor, max_len: int) -> None:
     """Raise a ValueError unless src is (B, S), src_mask (B, 1, S) and max_len >= 1."""
     if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        raise InputError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
     if src_mask.shape != (src.size(0), 1, src.size(1)):
-        raise ValueError(
+        raise InputError(
             f"src_mask must be (B, 1, S) = {(src.size(0), 1, src.size(1))} for src of shape "
             f"{tuple(src.shape)}, got {tuple(src_mask.shape)}"
         )
     if max_len < 1:
-        raise ValueError(f"max_len must be at least 1 (the start symbol), got {max_len}")
+        raise InputError(f"max_len must be at least 1 (the start symbol), got {max_len}")

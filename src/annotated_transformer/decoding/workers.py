@@ -13,40 +13,17 @@ of PyTorch's; no thread ever waits for another (chapter "Serving the model"). On
 the batches in turn.
 """
 
-import math
-import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TypeVar
 
 import torch
 from tqdm import tqdm
 
+from annotated_transformer.util.cores import usable_cores
+
 Job = TypeVar("Job")  # what one search is given: here, a piece of a batch
-
-
-def cpu_quota() -> float | None:
-    """The cgroup's CPU quota in cores (cgroup v2's cpu.max, v1's cfs files), None if unlimited
-    or unknown."""
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        return None if quota == "max" else round(int(quota) / int(period), 2)
-    except (OSError, ValueError):
-        pass
-    try:
-        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
-        return None if quota < 0 else round(quota / period, 2)
-    except (OSError, ValueError):
-        return None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity, cut to its cgroup's CPU quota."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    quota = cpu_quota()
-    return max(1, min(cores or 1, math.floor(quota) if quota else cores or 1))
 
 
 def decoding_workers(device: torch.device) -> int:
@@ -81,19 +58,26 @@ def run_searches(
             bar.update()
         bar.close()
         return
-    threads = torch.get_num_threads()
+    with ONE_POOL:  # (two calls at once from two threads of the caller take turns)
+        threads = torch.get_num_threads()
 
-    def one(job: Job) -> tuple[Job, list]:
-        torch.set_num_threads(1)  # this worker's own OpenMP threads: itself
-        with torch.inference_mode():  # (a mode of the thread that enters it)
-            return job, search(job)
+        def one(job: Job) -> tuple[Job, list]:
+            torch.set_num_threads(1)  # this worker's own OpenMP threads: itself
+            with torch.inference_mode():  # (a mode of the thread that enters it)
+                return job, search(job)
 
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="translate")
-    try:
-        for done in pool.map(one, jobs):
-            yield done
-            bar.update()
-    finally:  # on an error or Ctrl-C, the jobs not yet begun never run
-        pool.shutdown(cancel_futures=True)
-        torch.set_num_threads(threads)  # the workers' calls also changed the process's default
-        bar.close()
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="translate")
+        try:
+            for done in pool.map(one, jobs):
+                yield done
+                bar.update()
+        finally:  # on an error or Ctrl-C, the jobs not yet begun never run
+            pool.shutdown(cancel_futures=True)
+            torch.set_num_threads(threads)  # the workers' calls changed the process's default
+            bar.close()
+
+
+# PyTorch's thread count is the process's: the workers set it to 1, and put back what they found
+# when they are done. One pool at a time, so that a second call never reads the first's 1 as the
+# count to put back.
+ONE_POOL = threading.Lock()

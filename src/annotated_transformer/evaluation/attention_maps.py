@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.errors import InputError
 
 KINDS = ("encoder", "decoder", "cross")  # self-attention in each stack, and decoder → source
 
@@ -30,7 +31,7 @@ def attention_maps(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Tens
     a map is what position i attends to.
     """
     if src.dim() != 1 or tgt.dim() != 1:
-        raise ValueError(
+        raise InputError(
             f"attention_maps takes one sentence pair: src (S,) and tgt (T,), got "
             f"{tuple(src.shape)} and {tuple(tgt.shape)}"
         )

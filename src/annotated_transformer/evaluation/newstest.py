@@ -17,6 +17,7 @@ from annotated_transformer.data.shards import read_lines, zip_aligned
 from annotated_transformer.data.vocab import EOS_ID
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.evaluation.scores import Evaluation, evaluate_pairs, scores
+from annotated_transformer.util.errors import InputError
 
 FORMS = {"full": "newstest2014-full", "filtered": "newstest2014-filtered"}  # 3,003 and 2,737
 
@@ -61,7 +62,7 @@ def newstest_files(
 ) -> tuple[Path, Path]:
     """The source and reference files of `split` in `folder`, in the direction `pair`."""
     if split not in NEWSTEST:
-        raise ValueError(f"unknown split {split!r}: expected one of {', '.join(NEWSTEST)}")
+        raise InputError(f"unknown split {split!r}: expected one of {', '.join(NEWSTEST)}")
     source, _, target = pair.partition("-")
     return tuple(Path(folder, f"{NEWSTEST[split][0]}.{lang}") for lang in (source, target))
 

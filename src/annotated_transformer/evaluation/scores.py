@@ -10,7 +10,6 @@
 of how they were made and scored, with every signature, so that anyone can re-score them.
 """
 
-import hashlib
 import json
 import os
 import platform
@@ -23,7 +22,8 @@ from typing import Any
 
 from annotated_transformer.data.multi30k import SPLITS, fetch, file_name, read_split
 from annotated_transformer.data.vocab import normalize
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write, sha256
+from annotated_transformer.util.errors import InputError
 
 
 def bleu(hypotheses: list[str], references: list[str]):  # -> sacrebleu's BLEUScore
@@ -42,7 +42,7 @@ def scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, di
     from sacrebleu.metrics import BLEU, CHRF
 
     if len(hypotheses) != len(references):
-        raise ValueError(
+        raise InputError(
             f"{len(hypotheses)} hypotheses for {len(references)} references: one line each"
         )
     out = {}
@@ -91,7 +91,7 @@ def evaluate_split(
     `keep_greedy`); with `first`, only the split's first sentences (the tiny grid of the
     tests)."""
     if split not in EVAL_SPLITS:
-        raise ValueError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
+        raise InputError(f"unknown split {split!r}: expected one of {', '.join(EVAL_SPLITS)}")
     raw = read_split(split, data_dir, translator.config.pair)[:first]
     return evaluate_pairs(translator, split, raw, beam_size=beam_size, alpha=alpha,
                           keep_greedy=keep_greedy, progress=progress, search=search)  # fmt: skip
@@ -157,7 +157,7 @@ def write_results(
         "hypotheses": hyp_path.resolve().relative_to(repository_root(folder)).as_posix(),
         "references": {
             "file": path.name if reference else file_name(evaluation.split, target),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "sha256": sha256(path),
         },
         **evaluation.scores,
         "checkpoint": checkpoint,
@@ -190,15 +190,24 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable results file ({error})") from None
+        raise InputError(f"{path}: not a readable results file ({error})") from None
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise InputError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: not a results record (not a JSON object)")
+        raise InputError(f"{path}: not a results record (not a JSON object)")
     missing = [k for k in ("split", "command", "hypotheses", "sacrebleu") if k not in record]
     if missing:
-        raise ValueError(f"{path}: not a results record (missing {', '.join(missing)})")
+        raise InputError(f"{path}: not a results record (missing {', '.join(missing)})")
+    wrong = [f"its {key} is {JSON_KINDS.get(type(record[key]), 'an object')}" for key in TEXT_KEYS
+             if key in record and not isinstance(record[key], str)]  # fmt: skip
+    if wrong:
+        raise InputError(f"{path}: {'; '.join(wrong)}, not a string: not a results record")
     return record
+
+
+TEXT_KEYS = ("split", "pair", "hypotheses")  # the keys of a record that hold a string
+JSON_KINDS = {type(None): "null", bool: "true or false", int: "a number", float: "a number",
+              list: "a list"}  # fmt: skip
 
 
 def rescore(
@@ -208,7 +217,11 @@ def rescore(
     (Multi30k's, or a WMT 2014 newstest set's in `data_dir`, by default where `download` put it)."""
     record = load_results(path)
     hyp_path = repository_root(Path(path).parent) / record["hypotheses"]
-    hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
+    try:
+        hypotheses = hyp_path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: its hypotheses, {hyp_path}, are not UTF-8 text ({error.reason} "
+                         f"at byte {error.start:,})") from None  # fmt: skip
     split, pair = record["split"], record.get("pair", "de-en")
     if split.startswith("newstest"):  # a WMT 2014 record: its reference file, in data_dir
         from annotated_transformer.data import shards, wmt14
@@ -229,7 +242,7 @@ def recorded_references(path: str | os.PathLike[str], record: dict[str, Any]) ->
     """The record's `references`: the reference file's name and SHA-256, or a ValueError."""
     about, keys = record.get("references"), ("file", "sha256")
     if not (isinstance(about, dict) and all(isinstance(about.get(k), str) for k in keys)):
-        raise ValueError(f"{path}: records no references file and sha256, so what it was scored "
+        raise InputError(f"{path}: records no references file and sha256, so what it was scored "
                          f"against cannot be checked")  # fmt: skip
     return about
 
@@ -241,11 +254,11 @@ def check_references(
     scored against (its `references.sha256`), naming the file."""
     expected = recorded_references(path, record)["sha256"]
     try:
-        actual = hashlib.sha256(Path(reference).read_bytes()).hexdigest()
+        actual = sha256(reference)
     except FileNotFoundError:
         raise FileNotFoundError(f"{reference}: missing; {path} was scored against it") from None
     if actual != expected:
-        raise ValueError(f"{reference}: SHA-256 {actual[:16]}…, not the {expected[:16]}… that "
+        raise InputError(f"{reference}: SHA-256 {actual[:16]}…, not the {expected[:16]}… that "
                          f"{path} was scored against: the references changed since (edited or "
                          f"reordered?)")  # fmt: skip
 

@@ -8,6 +8,10 @@ the engine reads with no code of ours, checked against our own decoding.
   token for token ("Serving the model: CTranslate2 and `transformers`").
 - `hf`: a Hugging Face `transformers` MarianMTModel folder with its tokenizer and Hub card (the
   same chapter).
+- `formats`: the one door to every model the package reads, `open_translator`, with its table of
+  forms (a checkpoint, a run folder, a save-pretrained folder, a CTranslate2 export; the
+  transformers and ONNX exports refused by name) and the protocol its translators share (the
+  same chapter).
 
 Each needs an extra: `pip install "annotated-transformer[onnx]"` (onnx) or
 `"annotated-transformer[serve]"` (ct2, hf). Every export writes its record, `export.json`,

@@ -17,22 +17,32 @@ Shapes: V the vocabulary, d_model the model width, T the positional table's leng
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from torch import nn
+import torch
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from annotated_transformer.data.bpe import BPETokenizer
+from annotated_transformer.data.vocab import Vocab
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
 from annotated_transformer.decoding.search import length_penalty
 from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.runs.presets import TrainConfig
-from annotated_transformer.translator import Translator, refuse_one_string, refuse_quantized
+from annotated_transformer.translator import (
+    Translator,
+    encode_sentences,
+    refuse_one_string,
+    refuse_quantized,
+    translate_in_chunks,
+)
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
+from annotated_transformer.util.errors import InputError, UsageError
 
 FORMAT = "annotated-transformer ctranslate2 export"  # what an export's about file says
 MODEL, VOCABULARY, TOKENIZER, ABOUT = (
@@ -122,13 +132,13 @@ def check_convertible(model: nn.Module) -> None:
     attention = model.encoder.layers[0].self_attn
     d_model = model.src_embed[0].d_model
     if attention.h * attention.d_k != d_model or attention.d_v != attention.d_k:
-        raise ValueError(
+        raise InputError(
             f"CTranslate2 splits d_model={d_model} evenly into h={attention.h} heads; this model "
             f"has d_k={attention.d_k}, d_v={attention.d_v}"
         )
     biased = [name for name, _ in model.named_parameters() if "attn.w_" in name and "bias" in name]
     if biased:
-        raise ValueError(f"CTranslate2 has no attention biases; this model has {biased[0]}")
+        raise InputError(f"CTranslate2 has no attention biases; this model has {biased[0]}")
 
 
 # From book/serving.ipynb,
@@ -142,7 +152,7 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
     from ctranslate2.converters.converter import Converter
 
     if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got "
+        raise InputError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got "
                          f"{quantization!r}")  # fmt: skip
     refuse_quantized(model, "export-ct2")
     folder = Path(folder)
@@ -158,7 +168,7 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
                  "extra_length": EXTRA_LENGTH, "config": config.to_dict(),
                  "origin": origin or {}}  # fmt: skip
         folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".ct2-") as scratch:
+        with atomic.scratch_folder(folder) as scratch:
             quantized = None if quantization == "float32" else quantization
             Ours().convert(scratch, quantization=quantized, force=True)
             files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:3]}
@@ -179,7 +189,7 @@ def read_about(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
 def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
-    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a CTranslate2 export")
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a CTranslate2 export's")
 
 
 # the keys of an export's about file, each with its type
@@ -190,10 +200,10 @@ def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """export.json of the CTranslate2 export in `folder`, its keys and the SHA-256 of every file
     checked (`util.atomic.check_export`); else an error naming the file."""
     if not (Path(folder) / ABOUT).is_file():
-        raise ValueError(f"{folder}: not a CTranslate2 export (no {ABOUT} of export-ct2)")
+        raise InputError(f"{folder}: not a CTranslate2 export (no {ABOUT} of export-ct2)")
     about = atomic.check_export(folder, ABOUT, FORMAT, KEYS, FILES[:-1])
     if about["quantization"] not in QUANTIZATIONS:
-        raise ValueError(f"{Path(folder) / ABOUT}: quantization must be one of "
+        raise InputError(f"{Path(folder) / ABOUT}: quantization must be one of "
                          f"{', '.join(QUANTIZATIONS)}, got {about['quantization']!r}")  # fmt: skip
     return about
 
@@ -240,8 +250,18 @@ def plain_usage(config: TrainConfig) -> str:
 TINY_PENALTY = 1e-9  # CTranslate2's length penalty: not 0, which stops at the first finished beam
 
 
-class CT2Translator(Translator):
-    """A `Translator` whose model is a CTranslate2 export: same `encode`, same `translate`."""
+@dataclass
+class CT2Translator:
+    """A CTranslate2 export behind the `Translator`'s methods (`TranslatorLike`): the same
+    `encode`, `translate` and `translate_stream`, decoded by CTranslate2's engine, which it holds
+    (`engine`, a `ctranslate2.Translator`) rather than being a PyTorch model."""
+
+    engine: Any  # a ctranslate2.Translator
+    config: TrainConfig
+    bpe: BPETokenizer  # one tokenizer both ways (an export needs the shared BPE vocabulary)
+    origin: dict = field(default_factory=dict)  # the checkpoint it was exported from, ...
+    max_tokens: int = 16384  # (CTranslate2 batches by its own rule; kept for the protocol)
+    workers: int | None = None  # CTranslate2's threads per translation (None: its default)
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str], device: str = "cpu",
@@ -255,11 +275,40 @@ class CT2Translator(Translator):
         engine = ctranslate2.Translator(str(folder), device=str(device), intra_threads=threads)
         origin = {**about["origin"], "ctranslate2": str(folder),
                   "quantization": about["quantization"]}  # fmt: skip
-        return cls(engine, config, bpe.vocab, bpe.vocab, origin=origin, bpe=bpe)
+        return cls(engine, config, bpe, origin=origin, workers=threads or None)
+
+    @property
+    def src_vocab(self) -> Vocab:
+        return self.bpe.vocab
+
+    @property
+    def tgt_vocab(self) -> Vocab:
+        return self.bpe.vocab
+
+    @property
+    def device(self) -> torch.device:
+        """The device CTranslate2 decodes on."""
+        return torch.device(self.engine.device)
+
+    def encode(self, sentences: Sequence[str]) -> list[Tensor]:
+        """Token ids of each sentence, ending with `</s>`, as `Translator.encode` makes them."""
+        return encode_sentences(self.bpe, self.src_vocab, self.config.model.max_len, sentences)
+
+    def unknown_words(self, sentence: str) -> list[str]:
+        """The words of `sentence` that the model reads as `<unk>` (none, with byte-level BPE)."""
+        return self.src_vocab.unknown(self.bpe(sentence))
+
+    def translate_stream(
+        self, sentences: Iterable[str], chunk: int = 500, **decoding: Any
+    ) -> Iterator[str]:
+        """Translations of `sentences` as they come, `chunk` at a time, as
+        `Translator.translate_stream` gives them."""
+        translate = lambda batch: self.translate(batch, **decoding)  # noqa: E731
+        return translate_in_chunks(translate, sentences, chunk)
 
     def translate(
         self,
-        sentences: Sequence[str],
+        sentences: Iterable[str],
         beam_size: int = 4,
         alpha: float = 0.6,
         progress: bool = False,
@@ -268,14 +317,15 @@ class CT2Translator(Translator):
     ) -> list[str]:
         """Translations as `Translator.translate` makes them, decoded by CTranslate2."""
         if keep_greedy:
-            raise ValueError("keep_greedy: CTranslate2's search has no greedy hypothesis to keep")
+            raise UsageError("keep_greedy: CTranslate2's search has no greedy hypothesis to keep")
         if search != "k-finished":
-            raise ValueError(f"search={search!r}: CTranslate2's search stops at k finished ones")
+            raise UsageError(f"search={search!r}: CTranslate2's search stops at k finished ones")
         beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # as our searches check them
         if beam_size > len(self.tgt_vocab):
-            raise ValueError(f"beam size {beam_size} is larger than the target vocabulary "
+            raise UsageError(f"beam size {beam_size} is larger than the target vocabulary "
                              f"({len(self.tgt_vocab)} tokens)")  # fmt: skip
         refuse_one_string(sentences)
+        sentences = list(sentences)  # (any iterable: a list, a generator, a file's lines)
         if len(sentences) == 0:  # an empty batch
             return []
         encoded = self.encode(sentences)
@@ -287,7 +337,7 @@ class CT2Translator(Translator):
         out: list[str] = [""] * len(tokens)
         groups = sorted(by_limit.items())
         for limit, indices in tqdm(groups, disable=not progress, desc="translate"):
-            found = self.model.translate_batch(
+            found = self.engine.translate_batch(
                 [tokens[i][:-1] for i in indices], beam_size=beam_size, num_hypotheses=beam_size,
                 max_decoding_length=limit, length_penalty=TINY_PENALTY, return_scores=True,
                 return_end_token=True,
@@ -298,7 +348,7 @@ class CT2Translator(Translator):
                     for h, score in zip(result.hypotheses, result.scores, strict=True)
                 ]
                 best = max(ranked, key=lambda pair: pair[0])[1]
-                out[i] = self.detokenize([t for t in best if t != "</s>"])
+                out[i] = self.bpe.detokenize([t for t in best if t != "</s>"])
         return out
 
     @classmethod
@@ -306,7 +356,7 @@ class CT2Translator(Translator):
                   threads: int = 0) -> "CT2Translator":  # fmt: skip
         """`translator`'s model (PyTorch, BPE) as a CTranslate2 model in memory, on its device."""
         check_convertible(translator.model)
-        device = next(translator.model.parameters()).device.type
+        device = translator.device.type
         with tempfile.TemporaryDirectory(prefix="annotated-transformer-") as scratch:
             folder = Path(scratch) / "ct2"
             export_ct2(translator.model, translator.bpe, translator.config, folder,

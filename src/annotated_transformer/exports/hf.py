@@ -16,7 +16,6 @@ Shapes: V the vocabulary, d_model the model width, d_ff the feed-forward width.
 
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +29,7 @@ from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPACES, ZER
 from annotated_transformer.translator import refuse_quantized
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import write_export
+from annotated_transformer.util.errors import InputError
 
 FORMAT = "annotated-transformer transformers export"  # what an export's about file says
 # Marian's greedy output equals ours on this many of the 1,000 sentences of test2016 with the
@@ -132,7 +132,7 @@ def check_marian(model: nn.Module) -> None:
     if attention.h * attention.d_k != d_model or attention.d_v != attention.d_k:
         why.append(f"its heads are not d_model/h wide (d_k={attention.d_k})")
     if why:
-        raise ValueError(f"a MarianMTModel cannot hold this model: {'; '.join(why)}")
+        raise InputError(f"a MarianMTModel cannot hold this model: {'; '.join(why)}")
 
 
 def hf_tokenizer(bpe: BPETokenizer, max_len: int) -> Any:  # a PreTrainedTokenizerFast
@@ -175,7 +175,7 @@ def export_hf(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[str
         assert not unexpected and all(set(name.split(".")) & tied_or_fixed for name in missing)
         about = {"format": FORMAT, "version": 2, "pair": pair, "origin": origin or {}}
         folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".hf-") as scratch, quiet():
+        with atomic.scratch_folder(folder) as scratch, quiet():
             marian.save_pretrained(scratch)
             hf_tokenizer(bpe, config.max_position_embeddings).save_pretrained(scratch)
             files = {name: (Path(scratch) / name).read_bytes() for name in FILES[:5]}
@@ -285,7 +285,7 @@ def quiet() -> Iterator[None]:
 def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
-    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a transformers export")
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "a transformers export's")
 
 
 def check_export(folder: str | os.PathLike[str]) -> dict[str, Any]:

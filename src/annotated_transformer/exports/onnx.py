@@ -173,7 +173,7 @@ def export_onnx(model: nn.Module, bpe: BPETokenizer, folder: str | os.PathLike[s
 def check_replaceable(folder: Path) -> None:
     """Refuse a `folder` that is a file, or that holds files of our names that no export wrote
     (`util.atomic.check_replaceable`)."""
-    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "an ONNX export")
+    atomic.check_replaceable(folder, FILES, ABOUT, FORMAT, "an ONNX export's")
 
 
 KEYS = {"version": int, "opset": int, "max_len": int, "extra_length": int, "N": int, "h": int,

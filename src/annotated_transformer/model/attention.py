@@ -20,6 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.util.errors import InputError, InputTypeError
+
 
 def attention(
     query: Tensor,
@@ -42,11 +44,11 @@ def attention(
     Returns:
         output (..., T_q, d_v) and the weights (..., T_q, T_k), before dropout.
     """
-    _check_shapes(query, key, value)
+    check_shapes(query, key, value)
     d_k = query.size(-1)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
-        _check_mask(mask, tuple(scores.shape), "the scores' shape (..., T_q, T_k)")
+        check_mask(mask, tuple(scores.shape), "the scores' shape (..., T_q, T_k)")
         blocked = ~mask
         scores = scores.masked_fill(blocked, float("-inf"))
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k), each row sums to 1
@@ -86,7 +88,7 @@ class MultiHeadedAttention(nn.Module):
         bias: bool = False,
     ) -> None:
         super().__init__()
-        _check_heads(h, d_model, d_k, d_v)  # h divides d_model, unless d_k and d_v are given
+        check_heads(h, d_model, d_k, d_v)  # h divides d_model, unless d_k and d_v are given
         self.h = h
         self.d_model = d_model
         self.d_k = d_k if d_k is not None else d_model // h
@@ -125,41 +127,41 @@ class MultiHeadedAttention(nn.Module):
         """Raise a clear error for misshapen inputs; return the mask as (B, 1 or h, T_q, T_k)."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.size(-1) != self.d_model:
-                raise ValueError(
+                raise InputError(
                     f"MultiHeadedAttention expects {name} of shape (B, positions, "
                     f"d_model={self.d_model}), got {tuple(x.shape)}"
                 )
         B, T_q, T_k = query.size(0), query.size(1), key.size(1)
         if key.size(0) != B or value.shape[:2] != key.shape[:2]:
-            raise ValueError(
+            raise InputError(
                 f"MultiHeadedAttention expects key and value of shape (B={B}, T_k, d_model) with "
                 f"one T_k, got key {tuple(key.shape)} and value {tuple(value.shape)}"
             )
         if mask is None:
             return None
         if mask.dim() == 3:
-            _check_mask(mask, (B, T_q, T_k), "(B, T_q, T_k)")
+            check_mask(mask, (B, T_q, T_k), "(B, T_q, T_k)")
             return mask.unsqueeze(1)  # (B, 1, T_q or 1, T_k): the same mask for every head
-        _check_mask(mask, (B, self.h, T_q, T_k), "(B, h, T_q, T_k)")
+        check_mask(mask, (B, self.h, T_q, T_k), "(B, h, T_q, T_k)")
         return mask
 
 
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "The input checks of attention, masks and positions".
-def _check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
+def check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
     """Raise a clear error unless query, key and value fit together, as `attention` needs."""
     if key.size(-1) != query.size(-1) or key.size(-2) != value.size(-2):
-        raise ValueError(
+        raise InputError(
             f"attention needs query (..., T_q, d_k), key (..., T_k, d_k), value (..., T_k, d_v); "
             f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
         )
 
 
-def _check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
+def check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
     """Raise a clear error unless `mask` is bool and broadcasts to `shape`, described by `names`."""
     if mask.dtype != torch.bool:
-        raise TypeError(
+        raise InputTypeError(
             f"attention mask must be a bool tensor (True = may attend), got {mask.dtype}"
         )
     try:
@@ -167,16 +169,16 @@ def _check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
     except RuntimeError:
         broadcast = None
     if broadcast != torch.Size(shape):
-        raise ValueError(
+        raise InputError(
             f"attention mask of shape {tuple(mask.shape)} cannot broadcast to "
             f"{names} = {tuple(shape)}"
         )
 
 
-def _check_heads(h: int, d_model: int, d_k: int | None, d_v: int | None) -> None:
+def check_heads(h: int, d_model: int, d_k: int | None, d_v: int | None) -> None:
     """Raise a clear error unless h divides d_model, where d_k or d_v is left to default."""
     if (d_k is None or d_v is None) and d_model % h != 0:
-        raise ValueError(
+        raise InputError(
             f"d_model={d_model} is not divisible by h={h}: each head gets d_k = d_v = "
             f"d_model/h dimensions (§3.2.2); pick h dividing d_model, or give d_k and d_v"
         )

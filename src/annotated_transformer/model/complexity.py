@@ -16,6 +16,8 @@ size of restricted self-attention.
 import math
 from dataclasses import dataclass
 
+from annotated_transformer.util.errors import InputError
+
 
 @dataclass(frozen=True)
 class LayerCost:
@@ -29,27 +31,27 @@ class LayerCost:
 
 def self_attention(n: int, d: int) -> LayerCost:
     """Every position attends to every position: n² scores of width d, all at once."""
-    _positive(n=n, d=d)
+    check_positive(n=n, d=d)
     return LayerCost("Self-Attention", n * n * d, 1, 1)
 
 
 def recurrent(n: int, d: int) -> LayerCost:
     """One d×d matrix product per position, each waiting for the previous one."""
-    _positive(n=n, d=d)
+    check_positive(n=n, d=d)
     return LayerCost("Recurrent", n * d * d, n, n)
 
 
 def convolutional(n: int, d: int, k: int) -> LayerCost:
     """A width-k kernel of d×d matrices at every position; dilated stacks reach n in log_k(n)."""
-    _positive(n=n, d=d, k=k)
+    check_positive(n=n, d=d, k=k)
     if k < 2:
-        raise ValueError(f"kernel width k must be at least 2, got {k}")
+        raise InputError(f"kernel width k must be at least 2, got {k}")
     return LayerCost("Convolutional", k * n * d * d, 1, max(1.0, math.log(n, k)))
 
 
 def restricted_self_attention(n: int, d: int, r: int) -> LayerCost:
     """Each position attends to a neighbourhood of r positions only."""
-    _positive(n=n, d=d, r=r)
+    check_positive(n=n, d=d, r=r)
     return LayerCost("Self-Attention (restricted)", r * n * d, 1, max(1.0, n / r))
 
 
@@ -66,7 +68,7 @@ def table1(n: int, d: int, k: int = 3, r: int = 16) -> list[LayerCost]:
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "Table 1's sizes".
-def _positive(**sizes: int) -> None:
+def check_positive(**sizes: int) -> None:
     for name, value in sizes.items():
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise InputError(f"{name} must be a positive integer, got {value!r}")

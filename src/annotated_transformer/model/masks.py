@@ -14,19 +14,21 @@ Shapes: B batch, S source positions, T target positions.
 import torch
 from torch import Tensor
 
+from annotated_transformer.util.errors import InputError
+
 
 def subsequent_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """Position i may attend to positions j <= i: (1, size, size), True on and below the diagonal.
 
     Shape: (1, T, T), broadcast over the batch.
     """
-    _check_size(size)  # a positive size
+    check_size(size)  # a positive size
     return torch.ones(1, size, size, dtype=torch.bool, device=device).tril()  # (1, T, T)
 
 
 def padding_mask(tokens: Tensor, pad: int) -> Tensor:
     """True at every real (non-padding) token: ids (B, S) -> mask (B, 1, S)."""
-    _check_ids(tokens)  # a (B, S) tensor
+    check_ids(tokens)  # a (B, S) tensor
     return (tokens != pad).unsqueeze(-2)  # (B, 1, S)
 
 
@@ -38,15 +40,15 @@ def target_mask(tgt: Tensor, pad: int) -> Tensor:
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "The input checks of attention, masks and positions".
-def _check_size(size: int) -> None:
+def check_size(size: int) -> None:
     """Raise a clear error unless `size`, the length of a subsequent mask, is positive."""
     if size < 1:
-        raise ValueError(f"subsequent_mask needs a positive size, got {size}")
+        raise InputError(f"subsequent_mask needs a positive size, got {size}")
 
 
-def _check_ids(tokens: Tensor) -> None:
+def check_ids(tokens: Tensor) -> None:
     """Raise a clear error unless `tokens` is a (B, S) tensor of token ids."""
     if tokens.dim() != 2:
-        raise ValueError(
+        raise InputError(
             f"padding_mask expects token ids of shape (B, S), got {tuple(tokens.shape)}"
         )

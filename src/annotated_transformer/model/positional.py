@@ -8,6 +8,8 @@
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.util.errors import InputError
+
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """`PE[pos, 2i] = sin(pos / 10000^(2i/d_model))`, `PE[pos, 2i+1] = cos(...)` (§3.5).
@@ -15,7 +17,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     Returns a float32 tensor (max_len, d_model), computed in float64.
     """
     if d_model % 2 != 0:
-        raise ValueError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
+        raise InputError(f"sinusoidal positional encoding needs an even d_model, got {d_model}")
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,): 2i
     angle = position / 10000 ** (two_i / d_model)  # (max_len, d_model/2)
@@ -25,7 +27,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.float()
 
 
-class _PositionalBase(nn.Module):
+class PositionalBase(nn.Module):
     def __init__(self, dropout: float, max_len: int) -> None:
         super().__init__()
         self.dropout = nn.Dropout(dropout)
@@ -36,15 +38,15 @@ class _PositionalBase(nn.Module):
     #   › "The input checks of attention, masks and positions".
     def _check_length(self, x: Tensor, offset: int) -> int:
         if x.dim() != 3:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__} expects embedded tokens (B, T, d_model), "
                 f"got {tuple(x.shape)}"
             )  # fmt: skip
         T = x.size(1)
         if offset < 0:
-            raise ValueError(f"offset must be a position (>= 0), got {offset}")
+            raise InputError(f"offset must be a position (>= 0), got {offset}")
         if offset + T > self.max_len:
-            raise ValueError(
+            raise InputError(
                 f"sequence of {offset + T} positions is longer than max_len={self.max_len} of "
                 f"this {type(self).__name__}; build the model with a larger max_len"
             )
@@ -52,7 +54,7 @@ class _PositionalBase(nn.Module):
 
 
 # From book/embeddings.ipynb, "Feed-forward, embeddings and positions" › "Positional encoding".
-class PositionalEncoding(_PositionalBase):
+class PositionalEncoding(PositionalBase):
     """Add the fixed sinusoidal encodings to the embeddings, then dropout (§3.5, §5.4).
 
     Shape: (B, T, d_model) -> (B, T, d_model), T <= max_len; `offset` is the position of the
@@ -70,7 +72,7 @@ class PositionalEncoding(_PositionalBase):
 
 
 # From book/table3.ipynb, "Table 3 on Multi30k" › "Learned positional embeddings (row E)".
-class LearnedPositionalEncoding(_PositionalBase):
+class LearnedPositionalEncoding(PositionalBase):
     """Learned positional embeddings instead of sinusoids (Table 3, row E), then dropout.
 
     One learned d_model vector per position, up to max_len; unlike the sinusoids they cannot be

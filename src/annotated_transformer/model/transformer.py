@@ -2,68 +2,28 @@
 # Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.
 
 # From book/full_model.ipynb, "The full model" › "One configuration, one builder".
-"""The whole Transformer (§3): its configuration (Table 3), `build_model` and `make_model`."""
+"""The whole Transformer (§3): `build_model` and `make_model` from a `ModelConfig` (Table 3)."""
 
 import copy
-from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
 from torch import nn
 
 from annotated_transformer.model.attention import MultiHeadedAttention
+from annotated_transformer.model.config import (
+    WEIGHT_BYTES,
+    ModelConfig,
+    check_parameters_fit,
+    check_vocab_sizes,
+)
 from annotated_transformer.model.embeddings import Embeddings
 from annotated_transformer.model.encoder_decoder import EncoderDecoder, Generator
 from annotated_transformer.model.feed_forward import PositionwiseFeedForward
 from annotated_transformer.model.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
 from annotated_transformer.model.positional import LearnedPositionalEncoding, PositionalEncoding
-from annotated_transformer.util.settings import Setting, SettingError, check_settings
+from annotated_transformer.util.device import device_memory
 
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Every hyperparameter of the model; the defaults are the paper's base model (Table 3)."""
-
-    src_vocab: int | None = None  # source vocabulary size; None until the data is read
-    tgt_vocab: int | None = None  # target vocabulary size (equal to src_vocab when shared)
-    N: int = 6  # layers in the encoder stack and in the decoder stack (§3.1)
-    d_model: int = 512  # width of every vector between layers (§3.1)
-    d_ff: int = 2048  # inner width of the feed-forward networks (§3.3)
-    h: int = 8  # attention heads (§3.2.2)
-    d_k: int | None = None  # query/key width per head; None: d_model / h (§3.2.2; Table 3 row B)
-    d_v: int | None = None  # value width per head; None: d_model / h
-    dropout: float = 0.1  # P_drop, residual dropout and on embeddings + positions (§5.4)
-    attention_dropout: float = 0.0  # on attention weights: not in the paper
-    ffn_dropout: float = 0.0  # on the feed-forward ReLU activations: not in the paper
-    norm_first: bool = False  # pre-norm instead of the paper's post-norm (§3.1)
-    positional: str = "sinusoidal"  # or "learned" (§3.5; Table 3 row E)
-    max_len: int = 5000  # longest sequence the positional encoding accepts
-    share_embeddings: bool = False  # tie source/target embeddings and generator (§3.4)
-
-    def __post_init__(self) -> None:
-        check_model_config(self)  # types and ranges, then the fields together
-
-    def replace(self, **changes: Any) -> "ModelConfig":
-        """A copy with some fields changed (`config.replace(src_vocab=8000)`), checked again."""
-        return replace(self, **changes)
-
-    # From book/full_model.ipynb, "The full model" › "The presets and the rest of Table 3".
-    @classmethod
-    def base(
-        cls, src_vocab: int | None = None, tgt_vocab: int | None = None, **changes: Any
-    ) -> "ModelConfig":
-        """The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1."""
-        return cls(src_vocab, tgt_vocab, **changes)
-
-    @classmethod
-    def big(
-        cls, src_vocab: int | None = None, tgt_vocab: int | None = None, **changes: Any
-    ) -> "ModelConfig":
-        """The paper's big model (Table 3): N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3."""
-        big = {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3}
-        return cls(src_vocab, tgt_vocab, **{**big, **changes})
-
-
-# From book/full_model.ipynb, "The full model" › "One configuration, one builder".
 # the positional encodings a model may use, by the name `ModelConfig.positional` gives
 POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}
 
@@ -71,6 +31,7 @@ POSITIONAL = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEnco
 def build_model(config: ModelConfig) -> EncoderDecoder:
     """Assemble and initialize the Transformer of Figure 1 from a configuration."""
     check_vocab_sizes(config)  # both sizes are needed now
+    check_fits_device(config)  # and the weights fit the memory of the device built on
     c = copy.deepcopy
     d_model = config.d_model
     attn = MultiHeadedAttention(
@@ -114,51 +75,14 @@ def count_parameters(model: nn.Module) -> int:
 
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
-#   › "The model's settings".
-SIZE, RATE = Setting(int, low=1), Setting(float, low=0, below=1)  # an integer ≥ 1; a rate in [0, 1)
-MAX_POSITIONS = 1 << 16  # the longest positional table a model may have (max_len)
-MODEL_SETTINGS = {  # what each field of ModelConfig accepts
-    "src_vocab": Setting(int, low=1, optional=True),
-    "tgt_vocab": Setting(int, low=1, optional=True),
-    "N": SIZE, "d_model": SIZE, "d_ff": SIZE, "h": SIZE,
-    "d_k": Setting(int, low=1, optional=True),
-    "d_v": Setting(int, low=1, optional=True),
-    "dropout": RATE, "attention_dropout": RATE, "ffn_dropout": RATE,
-    "norm_first": Setting(bool),
-    "positional": Setting(str, choices=tuple(POSITIONAL)),
-    "max_len": Setting(int, low=1, high=MAX_POSITIONS),
-    "share_embeddings": Setting(bool),
-}  # fmt: skip
-
-
-def check_model_config(config: ModelConfig) -> None:
-    """Check a configuration: each field by its type and range, then the fields together."""
-    check_settings(config, MODEL_SETTINGS)  # each field by its type and range
-    if (config.d_k is None or config.d_v is None) and config.d_model % config.h != 0:
-        raise SettingError(
-            f"settings d_model and h: d_model={config.d_model} is not divisible by h={config.h}: "
-            f"each head gets d_k = d_v = d_model/h dimensions (§3.2.2); pick h dividing "
-            f"d_model, or set d_k and d_v"
-        )
-    if config.positional == "sinusoidal" and config.d_model % 2 != 0:
-        raise SettingError(
-            f"setting d_model: sinusoidal positional encoding needs an even d_model, "
-            f"got {config.d_model}"
-        )
-    vocabularies = (config.src_vocab, config.tgt_vocab)
-    if config.share_embeddings and None not in vocabularies and len(set(vocabularies)) > 1:
-        raise SettingError(
-            "setting share_embeddings: true ties the source embedding, the target embedding "
-            "and the generator (§3.4), which needs one shared vocabulary: got "
-            f"src_vocab={config.src_vocab} and tgt_vocab={config.tgt_vocab}"
-        )
-
-
-def check_vocab_sizes(config: ModelConfig) -> None:
-    """`build_model` needs both vocabulary sizes, which a configuration may leave as None."""
-    if config.src_vocab is None or config.tgt_vocab is None:
-        raise SettingError(
-            f"settings src_vocab and tgt_vocab: build_model needs both vocabulary sizes, got "
-            f"{config.src_vocab!r} and {config.tgt_vocab!r}; give them with "
-            f"config.replace(src_vocab=..., tgt_vocab=...)"
-        )
+#   › "A model the machine can hold".
+def check_fits_device(
+    config: ModelConfig, device: torch.device | None = None, bytes_per_parameter: int = WEIGHT_BYTES
+) -> None:
+    """A SettingError unless the model's parameters fit the memory of `device` (default: the one
+    PyTorch builds on now, where a known memory); `build_model` calls it."""
+    device = torch.get_default_device() if device is None else torch.device(device)
+    memory = device_memory(device)
+    if memory is not None:
+        where = "the machine's memory" if device.type == "cpu" else f"the GPU {device}"
+        check_parameters_fit(config, memory, where, bytes_per_parameter)

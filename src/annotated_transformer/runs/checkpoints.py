@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.errors import InputError
 
 FORMAT = "annotated-transformer-checkpoint"  # what a checkpoint says it is
 NAME = re.compile(r"^checkpoint-(\d+)\.pt$")  # a checkpoint's file name and its step
@@ -83,7 +84,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
     payload = read_checkpoint(path, map_location)
     missing = [key for key in REQUIRED if key not in payload]
     if missing:
-        raise ValueError(f"{path}: the checkpoint lacks {', '.join(missing)}")
+        raise InputError(f"{path}: the checkpoint lacks {', '.join(missing)}")
     from annotated_transformer.runs.checkpoints import check_payload  # (the appendix's)
 
     check_payload(payload, path)  # each part of the type this package writes
@@ -116,7 +117,7 @@ def read_checkpoint(path: Path, map_location: str = "cpu", mmap: bool = False) -
             if isinstance(payload, dict) and payload.get("format") == FORMAT:
                 return payload
             why = "a PyTorch file without this package's format marker (saved by other code?)"
-    raise ValueError(f"{path} is not a checkpoint written by annotated-transformer: {why}")
+    raise InputError(f"{path} is not a checkpoint written by annotated-transformer: {why}")
 
 
 def not_a_pytorch_archive(path: Path) -> str | None:
@@ -177,10 +178,10 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
     writes (a crafted file): the weights, a dict of names and tensors; the counters; the steps
     an average was made of; the training time."""
 
-    def wrong(key: str, expected: str, value: Any = ..., inside: str = "") -> ValueError:
+    def wrong(key: str, expected: str, value: Any = ..., inside: str = "") -> InputError:
         value = payload[key] if value is ... else value
         kind = KINDS.get(type(value), type(value).__name__)
-        return ValueError(f"{path}: the checkpoint's {key}{inside} is {kind}, expected {expected}")
+        return InputError(f"{path}: the checkpoint's {key}{inside} is {kind}, expected {expected}")
 
     weights = payload["model"]
     if not isinstance(weights, dict):
@@ -203,6 +204,9 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
         raise wrong("elapsed", "a number of seconds")
     averaged = payload.get("averaged_from")
     if averaged is not None and not (isinstance(averaged, list) and all(
-        isinstance(entry, dict) and type(entry.get("step")) is int for entry in averaged
+        isinstance(entry, dict) and type(entry.get("step")) is int
+        and isinstance(entry.get("steps", []), list)
+        and all(type(step) is int for step in entry.get("steps", []))
+        for entry in averaged
     )):  # fmt: skip
         raise wrong("averaged_from", "a list of the checkpoints averaged, each with its step")

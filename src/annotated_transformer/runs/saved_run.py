@@ -31,6 +31,7 @@ from annotated_transformer.runs.checkpoints import (
     save_checkpoint,
 )
 from annotated_transformer.runs.presets import TrainConfig
+from annotated_transformer.util.errors import InputError
 
 
 @dataclass
@@ -58,12 +59,12 @@ class SavedRun:
         tgt_vocab = Vocab.from_json(payload.pop("tgt_vocab"), f"{where} (target vocabulary)")
         bpe = saved_bpe(payload.pop("bpe", None), where) if config.tokenizer == "bpe" else None
         if bpe is not None and not bpe.vocab == src_vocab == tgt_vocab:
-            raise ValueError(f"{where}: the BPE tokenizer does not match the vocabularies")
+            raise InputError(f"{where}: the BPE tokenizer does not match the vocabularies")
         check_vocab_files(where, src_vocab, tgt_vocab, bpe)
         weights = payload.pop("model")
         bad = non_finite_weight(weights)
         if bad is not None:
-            raise ValueError(f"{where}: the weight {bad} holds NaN or inf (the run had diverged "
+            raise InputError(f"{where}: the weight {bad} holds NaN or inf (the run had diverged "
                              f"when it was saved): use an earlier checkpoint")  # fmt: skip
         extra = {k: v for k, v in payload.items() if k not in ("format", "version", "bpe")}
         return cls(config, src_vocab, tgt_vocab, weights, bpe, extra, Path(where))
@@ -85,7 +86,7 @@ class SavedRun:
             model.load_state_dict(self.weights)
         except RuntimeError as error:
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-            raise ValueError(
+            raise InputError(
                 f"{self.path}: the weights do not match the checkpoint's own config and "
                 f"vocabularies ({len(self.src_vocab)} source and {len(self.tgt_vocab)} target "
                 f"tokens): {lines[1:2]}"
@@ -117,7 +118,7 @@ class SavedRun:
 def saved_bpe(data: Any, where: str) -> BPETokenizer:
     """The BPE tokenizer saved in a checkpoint of a tokenizer="bpe" run."""
     if data is None:
-        raise ValueError(f"{where}: a BPE run's checkpoint without its BPE tokenizer")
+        raise InputError(f"{where}: a BPE run's checkpoint without its BPE tokenizer")
     return BPETokenizer.from_json(data, f"{where} (BPE tokenizer)")
 
 
@@ -129,14 +130,14 @@ def check_vocab_files(
     for name, inside in (("src_vocab.json", src), ("tgt_vocab.json", tgt)):
         path = os.path.join(folder, name)
         if os.path.exists(path) and Vocab.load(path) != inside:
-            raise ValueError(
+            raise InputError(
                 f"{path} does not match the vocabulary inside {checkpoint} "
                 f"({len(Vocab.load(path))} vs {len(inside)} tokens): the file was changed or "
                 f"belongs to another run"
             )
     path = os.path.join(folder, "bpe.json")
     if bpe is not None and os.path.exists(path) and BPETokenizer.load(path) != bpe:
-        raise ValueError(
+        raise InputError(
             f"{path} does not match the BPE tokenizer inside {checkpoint}: the file was changed "
             f"or belongs to another run"
         )
@@ -154,5 +155,5 @@ def saved_config(run_dir: str | os.PathLike[str]) -> TrainConfig | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+        raise InputError(f"{path}: not valid JSON ({error})") from None
     return TrainConfig.from_dict(data, str(path))

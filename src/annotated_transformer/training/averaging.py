@@ -19,6 +19,7 @@ from torch import Tensor
 
 from annotated_transformer.runs.checkpoints import NAME, SHIPPED, list_checkpoints
 from annotated_transformer.runs.saved_run import SavedRun
+from annotated_transformer.util.errors import InputError
 
 
 def average_state_dicts(
@@ -45,12 +46,12 @@ def average_state_dicts(
 def last_checkpoints(run_dir: str | os.PathLike[str], k: int) -> list[Path]:
     """The newest k checkpoints of a run folder, oldest first."""
     if k < 1:
-        raise ValueError(f"need at least one checkpoint to average, got k={k}")
+        raise InputError(f"need at least one checkpoint to average, got k={k}")
     found = list_checkpoints(run_dir)
     if not found and (Path(run_dir) / "SHA256SUMS").is_file():
-        raise ValueError(f"{run_dir}: {SHIPPED}; it has no checkpoints to average")
+        raise InputError(f"{run_dir}: {SHIPPED}; it has no checkpoints to average")
     if len(found) < k:
-        raise ValueError(
+        raise InputError(
             f"{run_dir}: {len(found)} checkpoint(s), fewer than the {k} to average (training "
             f"keeps the newest `keep` of them: raise it with --set keep={k})"
         )
@@ -65,7 +66,7 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> SavedRun:
     steps averaged. `.save(path)` writes it.
     """
     if not paths:
-        raise ValueError("nothing to average: no checkpoints given")
+        raise InputError("nothing to average: no checkpoints given")
     runs = [SavedRun.load(path) for path in paths]
     first = runs[0]
     words = (first.bpe, first.src_vocab, first.tgt_vocab)
@@ -74,17 +75,20 @@ def average_checkpoints(paths: Sequence[str | os.PathLike[str]]) -> SavedRun:
         if (run.bpe, run.src_vocab, run.tgt_vocab) != words:
             differences.append("their tokenizers or vocabularies")
         if differences:
-            raise ValueError(
+            raise InputError(
                 f"{run.path} and {first.path} differ ({'; '.join(differences)}): checkpoints "
                 f"of different runs cannot be averaged (settings that only decide when to stop, "
                 f"log or save, such as max_steps, may differ)"
             )
+    check_no_step_twice(runs)
     newest = max(runs, key=lambda run: run.step or 0)
     weights = average_state_dicts([run.weights for run in runs], [str(run.path) for run in runs])
     extra = {
         "train_state": newest.extra.get("train_state", {}),
         "elapsed": newest.extra.get("elapsed"),
-        "averaged_from": [{"path": str(run.path), "step": run.step} for run in runs],
+        "averaged_from": [
+            {"path": str(run.path), "step": run.step, "steps": steps_held(run)} for run in runs
+        ],
     }
     return SavedRun(newest.config, newest.src_vocab, newest.tgt_vocab, weights, newest.bpe, extra)
 
@@ -93,11 +97,35 @@ def check_average_path(path: str | os.PathLike[str]) -> Path:
     """Refuse a name that training would take for one of its own checkpoints (and resume)."""
     path = Path(path)
     if NAME.match(path.name):
-        raise ValueError(
+        raise InputError(
             f"{path}: an averaged model cannot be named like a training checkpoint "
             f"(checkpoint-NNNNNNNN.pt), which --resume would load; call it e.g. average.pt"
         )
     return path
+
+
+def steps_held(run: SavedRun) -> list[int]:
+    """The training steps whose weights `run` holds: its own step, or for an average the steps it
+    averaged (recorded in `averaged_from`, nested averages included)."""
+    averaged = run.extra.get("averaged_from") or []
+    if not averaged:
+        return [run.step or 0]
+    return sorted(step for entry in averaged for step in entry.get("steps", [entry["step"]]))
+
+
+def check_no_step_twice(runs: Sequence[SavedRun]) -> None:
+    """An InputError if two of `runs` hold the weights of one training step (an average and one
+    of the checkpoints it averaged): that step would count twice, unsaid."""
+    seen: dict[int, SavedRun] = {}
+    for run in runs:
+        for step in steps_held(run):
+            if step in seen and seen[step] is not run:
+                raise InputError(
+                    f"{run.path} and {seen[step].path} both hold step {step} (one checkpoint "
+                    f"twice, or an average and a checkpoint it averaged): that step would count "
+                    f"twice; give each training checkpoint once"
+                )
+            seen[step] = run
 
 
 # From book/appendix_settings.ipynb,
@@ -108,20 +136,20 @@ def check_same_tensors(
 ) -> None:
     """Refuse states that cannot be averaged, with a ValueError naming the first difference."""
     if not states:
-        raise ValueError("nothing to average: no state dicts given")
+        raise InputError("nothing to average: no state dicts given")
     names = list(names) if names is not None else [f"state {i}" for i in range(1, len(states) + 1)]
     first, first_name = states[0], names[0]
     for state, name in zip(states[1:], names[1:], strict=True):
         if state.keys() != first.keys():
             extra = sorted(state.keys() - first.keys())
             missing = sorted(first.keys() - state.keys())
-            raise ValueError(
+            raise InputError(
                 f"{name} and {first_name} hold different tensors: only in {name}: {extra[:3]}, "
                 f"only in {first_name}: {missing[:3]}"
             )
         for key, value in state.items():
             if value.shape != first[key].shape or value.dtype != first[key].dtype:
-                raise ValueError(
+                raise InputError(
                     f"{key} is {tuple(value.shape)} {value.dtype} in {name} but "
                     f"{tuple(first[key].shape)} {first[key].dtype} in {first_name}: these are "
                     f"checkpoints of different models"
@@ -129,4 +157,4 @@ def check_same_tensors(
     for state, name in zip(states[1:], names[1:], strict=True):
         for key, value in first.items():
             if not value.is_floating_point() and not torch.equal(state[key], value):
-                raise ValueError(f"{key} differs between {name} and {first_name}")
+                raise InputError(f"{key} differs between {name} and {first_name}")

@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 
 from annotated_transformer.training.guards import torchrun_environment
+from annotated_transformer.util.device import default_device
+from annotated_transformer.util.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,9 @@ def init_processes(device: str | None = None) -> Processes:
         device: "cpu" or "cuda"; default: CUDA if there is a GPU. With several processes on
             CUDA, each takes GPU `LOCAL_RANK`.
     """
-    want = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    want = default_device(device)
     if want.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' asked for, but PyTorch sees no CUDA GPU")
+        raise InputError("device 'cuda' asked for, but PyTorch sees no CUDA GPU")
     rank, world_size, local_rank = torchrun_environment()  # (checked: a ValueError names them)
     if world_size == 1:
         return Processes(0, 1, 0, want, None)

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.model.attention import MultiHeadedAttention
 from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.util.errors import InputError
 
 
 class FastMultiHeadedAttention(MultiHeadedAttention):
@@ -195,7 +196,7 @@ class LabelSmoothingFromLogits(LabelSmoothing):
                  chunk: int | None = LOSS_CHUNK) -> None:  # fmt: skip
         super().__init__(size, padding_idx, smoothing)
         if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
-            raise ValueError(f"chunk must be a positive number of positions or None, got {chunk!r}")
+            raise InputError(f"chunk must be a positive number of positions or None, got {chunk!r}")
         self.chunk = chunk
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:

@@ -20,11 +20,8 @@ from pathlib import Path
 
 from annotated_transformer.runs.checkpoints import NAME, list_checkpoints
 from annotated_transformer.runs.presets import FROM_THE_DATA, TrainConfig
-
-try:
-    import fcntl
-except ImportError:  # (Windows has no flock: a run folder is not locked there)
-    fcntl = None
+from annotated_transformer.util.errors import InputError
+from annotated_transformer.util.locks import LockHeld, hold, probe, release
 
 LOCK = "train.lock"  # in the run folder; it holds the pid of the job that holds the lock
 
@@ -33,21 +30,8 @@ class RunInUse(OSError):
     """Another training job holds the run folder."""
 
 
-def try_lock(fd: int) -> bool:
-    """Take the exclusive lock of the open file `fd`, unless another open file holds it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def in_use(run_dir: Path) -> RunInUse:
-    """The error for a run folder that another job holds, naming the pid in its lock file."""
-    try:
-        holder = (run_dir / LOCK).read_text(encoding="utf-8").strip() or "unknown"
-    except (OSError, UnicodeDecodeError):
-        holder = "unknown"
+def in_use(run_dir: Path, holder: str) -> RunInUse:
+    """The error for a run folder that another job, `holder` (its pid), holds."""
     return RunInUse(
         f"{run_dir} is in use by another training job (pid {holder}, which holds "
         f"{run_dir / LOCK}): wait for it to end, or choose another --out"
@@ -55,16 +39,12 @@ def in_use(run_dir: Path) -> RunInUse:
 
 
 def check_not_in_use(run_dir: Path) -> None:
-    """Refuse a run folder whose lock another job holds; the lock is only tried, nothing changes."""
-    path = run_dir / LOCK
-    if fcntl is None or not path.is_file():
-        return
-    fd = os.open(path, os.O_RDONLY)
+    """Refuse a run folder whose lock another job holds, or whose train.lock is a symbolic link;
+    the lock is only tried (`util.locks.probe`), nothing changes."""
     try:
-        if not try_lock(fd):
-            raise in_use(run_dir)
-    finally:
-        os.close(fd)  # (which releases the lock just taken)
+        probe(run_dir / LOCK)
+    except LockHeld as held:
+        raise in_use(run_dir, held.holder) from None
 
 
 class RunLock:
@@ -75,26 +55,18 @@ class RunLock:
         self.run_dir, self.fd = run_dir, None
 
     def __enter__(self) -> "RunLock":
-        if fcntl is None:
-            return self
         path = self.run_dir / LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not try_lock(fd):
-            os.close(fd)
-            raise in_use(self.run_dir)
         try:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            self.fd = hold(path)  # (`util.locks`: the package's one lock)
+        except LockHeld as held:
+            raise in_use(self.run_dir, held.holder) from None
         except OSError as error:
-            os.close(fd)
             raise OSError(f"cannot write {path}: {error.strerror or error}") from None
-        self.fd = fd
         return self
 
     def __exit__(self, *exception: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        release(self.fd)  # (train.lock stays: without a holder it means nothing)
+        self.fd = None
 
 
 def holds_a_run(run_dir: Path) -> bool:
@@ -111,10 +83,10 @@ def check_history(run_dir: Path, history: list[str], resume: bool) -> None:
     checkpoints = sorted(name for name in history if NAME.match(name))
     if history and not resume:
         held = checkpoints[-1] if checkpoints else ", ".join(sorted(history))
-        raise ValueError(f"{run_dir} already holds a run ({held}): pass --resume to continue "
+        raise InputError(f"{run_dir} already holds a run ({held}): pass --resume to continue "
                          f"it, or choose another --out")  # fmt: skip
     if resume and not checkpoints and "config.json" not in history:
-        raise ValueError(f"--resume: {run_dir} holds no run to resume (no checkpoint or "
+        raise InputError(f"--resume: {run_dir} holds no run to resume (no checkpoint or "
                          f"config.json): leave out --resume to start one")  # fmt: skip
 
 
@@ -150,7 +122,7 @@ def damage(path: Path) -> str:
     return f"{path} does not hold what the trainer writes there"
 
 
-class Diverged(ValueError):
+class Diverged(InputError):
     """The loss, the gradients or the weights of a run are no longer finite numbers."""
 
 
@@ -195,15 +167,15 @@ def torchrun_environment(environ: Mapping[str, str] | None = None) -> tuple[int,
     numbers = {}
     for name, value in given.items():
         if name == "MASTER_ADDR" and not value.strip():
-            raise ValueError(f"MASTER_ADDR is set but empty: {HOW}")
+            raise InputError(f"MASTER_ADDR is set but empty: {HOW}")
         if name != "MASTER_ADDR":
             try:
                 numbers[name] = int(value)
             except ValueError:
-                raise ValueError(f"{name}={value!r} is not an integer: {HOW}") from None
+                raise InputError(f"{name}={value!r} is not an integer: {HOW}") from None
     if "WORLD_SIZE" not in numbers:
         if given:
-            raise ValueError(f"{', '.join(given)} set without WORLD_SIZE: {HOW}")
+            raise InputError(f"{', '.join(given)} set without WORLD_SIZE: {HOW}")
         return 0, 1, 0
     world, rank, local = (numbers.get(name, 0) for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"))
     missing = [name for name in TORCHRUN if name not in given] if world > 1 else []
@@ -216,7 +188,7 @@ def torchrun_environment(environ: Mapping[str, str] | None = None) -> tuple[int,
         (not 0 < port < 65536, f"MASTER_PORT={port} is not a port (1 to 65535)"),
     ) if bad), None)  # fmt: skip
     if problem:
-        raise ValueError(f"{problem}: {HOW}")
+        raise InputError(f"{problem}: {HOW}")
     return rank, world, local
 
 

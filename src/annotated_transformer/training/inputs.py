@@ -28,6 +28,7 @@ from annotated_transformer.data.vocab import Tokenizer, Vocab
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.training.guards import torchrun_environment
 from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.settings import SettingError
 
 
 @dataclass
@@ -45,8 +46,15 @@ class RunData:
 
 
 def within_max_len(split: EncodedSplit, max_len: int) -> tuple[EncodedSplit, int]:
-    """The pairs whose source and target fit in `max_len` positions, and how many did not."""
-    keep = [i for i in range(len(split)) if max(len(split.src[i]), len(split.tgt[i])) <= max_len]
+    """The pairs whose source and target fit in `max_len` positions, and how many did not; a
+    SettingError if none does (a run would have no batch to make)."""
+    lengths = [max(len(src), len(tgt)) for src, tgt in zip(split.src, split.tgt, strict=True)]
+    keep = [i for i, length in enumerate(lengths) if length <= max_len]
+    if lengths and not keep:
+        raise SettingError(
+            f"setting max_len: max_len={max_len} leaves out every {split.name} pair, the "
+            f"shortest taking {min(lengths)} positions with <s> and </s> (the presets use 256)"
+        )
     kept = EncodedSplit(split.name, [split.src[i] for i in keep], [split.tgt[i] for i in keep])
     return kept, len(split) - len(keep)
 

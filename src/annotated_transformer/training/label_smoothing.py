@@ -18,6 +18,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.util.errors import InputError
+
 
 def smoothed_targets(
     target: Tensor,
@@ -105,12 +107,12 @@ class LabelSmoothing(nn.Module):
     def _check_inputs(self, scores: Tensor, target: Tensor) -> None:
         """Raise a clear error unless scores (..., V) and target (...) fit this loss."""
         if scores.dim() == 0 or scores.size(-1) != self.size:
-            raise ValueError(
+            raise InputError(
                 f"the scores must have size={self.size} classes in their last dimension, "
                 f"got shape {tuple(scores.shape)}"
             )
         if target.shape != scores.shape[:-1]:
-            raise ValueError(
+            raise InputError(
                 f"target must have the shape of the scores without their last dimension, "
                 f"{tuple(scores.shape[:-1])}, got {tuple(target.shape)}"
             )
@@ -136,30 +138,30 @@ def smoothing_entropy(size: int, smoothing: float) -> float:
 #   › "Label smoothing".
 def _check_settings(size: int, padding_idx: int, smoothing: float) -> None:
     if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-        raise ValueError(f"size (the vocabulary size V) must be an integer >= 2, got {size!r}")
+        raise InputError(f"size (the vocabulary size V) must be an integer >= 2, got {size!r}")
     if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing (ε_ls) must be in [0, 1), got {smoothing!r}")
+        raise InputError(f"smoothing (ε_ls) must be in [0, 1), got {smoothing!r}")
     if smoothing > 0 and size < 3:
-        raise ValueError(
+        raise InputError(
             f"smoothing={smoothing} needs size >= 3: ε is shared among the V − 2 classes that are "
             f"neither the target nor padding, and size={size} leaves none"
         )
     if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
-        raise ValueError(f"padding_idx must be an integer, got {padding_idx!r}")
+        raise InputError(f"padding_idx must be an integer, got {padding_idx!r}")
     if not 0 <= padding_idx < size:
-        raise ValueError(f"padding_idx must be in [0, size={size}), got {padding_idx}")
+        raise InputError(f"padding_idx must be in [0, size={size}), got {padding_idx}")
 
 
 def _check_target(target: Tensor, size: int) -> None:
     if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
-        raise ValueError(f"target must be an integer tensor of class ids, got dtype {target.dtype}")
+        raise InputError(f"target must be an integer tensor of class ids, got dtype {target.dtype}")
     if target.numel() > 0 and target.device.type == "cuda":  # checked there: no wait for it
         inside = ((target >= 0) & (target < size)).all()
         torch._assert_async(inside, f"target values must be class ids in [0, size={size})")
     elif target.numel() > 0:
         low, high = target.min().item(), target.max().item()
         if low < 0 or high >= size:
-            raise ValueError(
+            raise InputError(
                 f"target values must be class ids in [0, size={size}), got values in "
                 f"[{low}, {high}]"
             )

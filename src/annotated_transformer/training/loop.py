@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from annotated_transformer.data.batch import Batch
+from annotated_transformer.util.errors import InputError
 
 
 @torch.no_grad()
@@ -33,7 +34,7 @@ def evaluate(model: nn.Module, batches: Iterable[Batch], criterion: nn.Module) -
         total += batch_loss(model, batch.to(device), criterion).item()
         ntokens += batch.ntokens
     if ntokens == 0:
-        raise ValueError("evaluate: the batches hold no target tokens, so there is no loss")
+        raise InputError("evaluate: the batches hold no target tokens, so there is no loss")
     return total / ntokens
 
 
@@ -190,7 +191,7 @@ def read_all(results: Sequence[StepResult]) -> None:
 def groups_of(batches: Iterable[Batch], k: int) -> Iterator[list[Batch]]:
     """Consecutive groups of `k` micro-batches; the last group may be smaller."""
     if k < 1:
-        raise ValueError(f"accumulate must be at least 1, got {k}")
+        raise InputError(f"accumulate must be at least 1, got {k}")
     group: list[Batch] = []
     for batch in batches:
         group.append(batch)
@@ -245,6 +246,6 @@ def train_epoch(
 def check_step_arguments(micro_batches: Sequence[Batch], clip_norm: float | None) -> None:
     """Raise a ValueError for an empty step or a clipping norm that is not positive."""
     if not micro_batches:
-        raise ValueError("train_step needs at least one micro-batch")
+        raise InputError("train_step needs at least one micro-batch")
     if clip_norm is not None and not clip_norm > 0:
-        raise ValueError(f"clip_norm must be positive (or None for no clipping), got {clip_norm}")
+        raise InputError(f"clip_norm must be positive (or None for no clipping), got {clip_norm}")

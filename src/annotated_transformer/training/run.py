@@ -62,6 +62,7 @@ from annotated_transformer.training.schedule import make_optimizer, noam_schedul
 from annotated_transformer.training.signals import StopRequests
 from annotated_transformer.util.atomic import remove_temporaries
 from annotated_transformer.util.device import describe_device
+from annotated_transformer.util.errors import InputError
 
 
 # From book/engineering.ipynb, "Engineering a training run" › "Setting up".
@@ -117,7 +118,7 @@ def _resume_from(run_dir: Path, config: TrainConfig, resume: bool) -> SavedRun |
     found = list_checkpoints(run_dir)
     if not resume:
         if found:
-            raise ValueError(
+            raise InputError(
                 f"{run_dir} already holds a run ({found[-1].name}): pass --resume to continue "
                 f"it, or choose another --out"
             )
@@ -127,13 +128,13 @@ def _resume_from(run_dir: Path, config: TrainConfig, resume: bool) -> SavedRun |
     saved = SavedRun.load(found[-1])
     missing = [key for key in RESUMABLE if key not in saved.extra]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"{saved.path}: lacks {', '.join(missing)}: not a training checkpoint, which a run "
             f"can resume (an averaged model, say)"
         )
     differences = saved.config.differences(config)
     if differences:
-        raise ValueError(
+        raise InputError(
             f"{saved.path} was trained with other settings than these "
             f"(checkpoint vs now): {'; '.join(differences)}"
         )
@@ -285,7 +286,7 @@ def check_same_start(run: Run) -> None:
     """A ValueError unless every process starts from the step rank 0 starts from."""
     steps = gather(run.state.step, run.procs)
     if len(set(steps)) > 1:
-        raise ValueError(
+        raise InputError(
             f"{run.run_dir}: the processes would start from steps {steps} (by rank): every "
             f"machine must see the same run folder and its checkpoints (a shared disk)"
         )

@@ -42,6 +42,8 @@ from annotated_transformer.training.guards import (
 from annotated_transformer.training.inputs import RunData
 from annotated_transformer.util.atomic import TEMPORARY, WriteFailed, atomic_write
 from annotated_transformer.util.device import describe_device
+from annotated_transformer.util.errors import InputError
+from annotated_transformer.util.locks import open_unfollowed
 
 
 class MetricsLog:
@@ -74,7 +76,7 @@ def append_line(path: Path, line: str) -> None:
     cut back to what it was, and `WriteFailed` names it."""
     data = memoryview(line.encode("utf-8"))
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_unfollowed(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # (never via a link)
         try:
             size = os.fstat(fd).st_size
             try:
@@ -101,7 +103,7 @@ def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) ->
     files the trainer would replace without having written them (it must be new or empty, or a
     run folder whose `RUN_FILES` are the trainer's), or whose history `resume` does not fit."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
+        raise InputError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
     if not held:
         check_not_in_use(run_dir)
     present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
@@ -109,16 +111,16 @@ def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) ->
     named = [name for name in present if name in RUN_FILES or NAME.match(name)]
     foreign = [name for name in named if name in RUN_FILES and not trainer_wrote(run_dir / name)]
     if foreign and (resume or len(foreign) < len(named)):  # a run's own files, damaged
-        raise ValueError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: cut short "
+        raise InputError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: cut short "
                          f"or hand-edited? Restore it, or move it away")  # fmt: skip
     if foreign:
-        raise ValueError(
+        raise InputError(
             f"{run_dir} holds {', '.join(foreign)}, not written by the trainer (not in its "
             f"format), which a run would replace: move them away, or choose another --out"
         )
     if present and not named:
         listed = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
-        raise ValueError(
+        raise InputError(
             f"{run_dir} is not a run folder (no checkpoint, config.json or run.json of the "
             f"trainer) and holds other files ({listed}): choose a new or empty folder for --out"
         )

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
+from annotated_transformer.util.errors import InputError, InputTypeError
+
 
 def rate(step: int, model_size: int, factor: float = 1.0, warmup: int = 4000) -> float:
     """The learning rate of optimizer step `step` (§5.3, Eq. 3).
@@ -89,7 +91,7 @@ def noam_scheduler(
 #   › "The schedule".
 def _as_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        raise InputTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     return operator.index(value)
 
 
@@ -105,17 +107,19 @@ def check_rate_arguments(
     model_size = _as_int("model_size", model_size)
     warmup = _as_int("warmup", warmup)
     if isinstance(factor, bool) or not isinstance(factor, Real):
-        raise TypeError(f"factor must be a real number, got {factor!r} ({type(factor).__name__})")
+        raise InputTypeError(
+            f"factor must be a real number, got {factor!r} ({type(factor).__name__})"
+        )
     if step < 0:
-        raise ValueError(
+        raise InputError(
             f"step must be >= 0 (the paper's step_num, 1 for the first update), got step={step}"
         )
     if model_size <= 0:
-        raise ValueError(f"model_size (d_model) must be > 0, got model_size={model_size}")
+        raise InputError(f"model_size (d_model) must be > 0, got model_size={model_size}")
     if warmup <= 0:
-        raise ValueError(f"warmup (warmup_steps) must be > 0, got warmup={warmup}")
+        raise InputError(f"warmup (warmup_steps) must be > 0, got warmup={warmup}")
     if not (factor > 0 and math.isfinite(factor)):
-        raise ValueError(f"factor must be a finite number > 0, got factor={factor!r}")
+        raise InputError(f"factor must be a finite number > 0, got factor={factor!r}")
     return step, model_size, float(factor), warmup
 
 
@@ -124,7 +128,7 @@ def check_base_rate(optimizer: torch.optim.Optimizer) -> None:
     for index, group in enumerate(optimizer.param_groups):
         for key in ("lr", "initial_lr"):  # initial_lr: left there by an earlier scheduler
             if key in group and float(group[key]) != 1.0:
-                raise ValueError(
+                raise InputError(
                     f"noam_scheduler multiplies the optimizer's base rate by Eq. (3), so every "
                     f"param group needs lr=1.0 (make_optimizer builds such an optimizer); "
                     f"param group {index} has {key}={float(group[key])!r}"

@@ -17,12 +17,17 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import IO, Any
+
+from annotated_transformer.util.errors import InputError, ModelFolderError
+from annotated_transformer.util.locks import LockHeld, hold, release
 
 # What atomic_write leaves behind only if its process is killed: ".NAME.written-by-PID.XXXXXXXX.tmp"
 TEMPORARY = re.compile(r"^\.(?P<name>.+)\.written-by-(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$")
@@ -88,16 +93,22 @@ def why_write_failed(error: BaseException, path: Path) -> str:
     return f"the write failed ({first or type(error).__name__})"
 
 
-def remove_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
-    """Delete what `atomic_write` left in `folder` when a process was killed mid-write: files
-    named as it names them, whose writer no longer runs; never a file of another name."""
+def remove_temporaries(folder: str | os.PathLike[str], of: str | None = None) -> list[Path]:
+    """Delete what `atomic_write` (or `scratch_folder`) left in `folder` when a process was killed
+    mid-write: files (and folders) named as it names them, whose writer no longer runs, of any
+    name or the name `of`; never a file of another name."""
     left = sorted(
         path
         for path in Path(folder).iterdir()
-        if (match := TEMPORARY.match(path.name)) and not running(int(match["pid"]))
+        if (match := TEMPORARY.match(path.name))
+        and of in (None, match["name"])
+        and not running(int(match["pid"]))
     )
     for path in left:
-        path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return left
 
 
@@ -115,18 +126,19 @@ def running(pid: int) -> bool:
 
 
 def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str,
-                      what: str) -> None:  # fmt: skip
+                      whose: str) -> None:  # fmt: skip
     """Refuse a `folder` that is a file, or that holds files of `names` while its `record` (a JSON
-    file among them) does not say {"format": form}: `what` (e.g. "an ONNX export") wrote it."""
+    file among them) does not say {"format": form}; `whose` names the writer in the message ("an
+    ONNX export's"). Every writer of a folder of files calls this one check."""
     if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: not a folder ({what} is a folder of files)")
+        raise NotADirectoryError(f"{folder}: not a folder (the files are written into a folder)")
     there = [name for name in names if (folder / name).exists()]
     try:
         ours = json.loads((folder / record).read_text(encoding="utf-8")).get("format") == form
     except (OSError, ValueError, AttributeError):  # (missing, not UTF-8, not JSON, not an object)
         ours = False
     if there and not ours:
-        raise FileExistsError(f"{folder} holds {', '.join(there)}, not {what}'s: not replaced")
+        raise FileExistsError(f"{folder} holds {', '.join(there)}, not {whose}: not replaced")
 
 
 def write_files(folder: Path, files: dict[str, bytes]) -> None:
@@ -144,11 +156,6 @@ def write_files(folder: Path, files: dict[str, bytes]) -> None:
 # From book/appendix_files.ipynb,
 #   "How the package is built: files, downloads and records"
 #   › "Exports written whole, and read only when whole".
-try:
-    import fcntl
-except ImportError:  # (Windows has no flock: an output folder is not locked there)
-    fcntl = None
-
 _HELD: set[tuple[Path, int]] = set()  # (lock file, thread) of the `writing` blocks in progress
 
 
@@ -164,79 +171,124 @@ def lock_path(folder: str | os.PathLike[str]) -> Path:
 
 
 @contextmanager
-def writing(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """While in use, this process alone writes `folder`: an exclusive flock on its lock file,
-    which holds this process's pid; another writer gets `FolderInUse`, naming that pid. The lock
-    file is removed at the end; one that a killed process left is taken over (its lock ended
-    with it). A `writing` block inside another for the same folder shares its lock."""
+def writing(folder: str | os.PathLike[str], into_package: bool = False) -> Iterator[None]:
+    """While in use, this process alone writes `folder`: an exclusive flock on its lock file
+    (`util.locks.hold`), which holds this process's pid; another writer gets `FolderInUse`,
+    naming that pid. The lock file is removed at the end; one that a killed process left is taken
+    over (its lock ended with it), and so is what that process left half-written
+    (`remove_dead_writers`). A folder inside the installed package is refused unless
+    `into_package` (`check_outside_package`). A `writing` block inside another for the same
+    folder shares its lock and its permission."""
     path = lock_path(folder)
     key = (path, threading.get_ident())
-    if fcntl is None or key in _HELD:  # no flock here, or this block holds it already
+    if key in _HELD:  # this thread holds it already
         yield
         return
-    fd = take_lock(path, Path(folder))
+    check_outside_package(folder, into_package)
+    fd = take_lock(path, Path(folder))  # (None where there is no flock: Windows)
     _HELD.add(key)
     try:
+        remove_dead_writers(Path(folder).absolute())
         yield
     finally:
         _HELD.discard(key)
-        path.unlink(missing_ok=True)  # while still locked: a writer that opened it retries
-        os.close(fd)
+        release(fd, path)  # the file removed while still locked: a writer that opened it retries
 
 
-def take_lock(path: Path, folder: Path) -> int:
-    """The open lock file `path` of `folder`, locked by this process and holding its pid."""
+def check_outside_package(folder: str | os.PathLike[str], into_package: bool = False) -> None:
+    """Refuse an output `folder` inside the installed package (its shipped model, its code),
+    unless `into_package`: only the release recipe writes there (`save-pretrained --out
+    src/annotated_transformer/pretrained_model --into-package`), so that no command replaces the
+    model that every later `translate` uses by mistake."""
+    package = Path(str(resources.files("annotated_transformer"))).resolve()
+    target = Path(folder).resolve()
+    if not into_package and (target == package or package in target.parents):
+        raise InputError(
+            f"{folder} is inside the installed package ({package}): a command writes there only "
+            f"when told to (--into-package; into_package=True in Python): choose another --out"
+        )
+
+
+def remove_dead_writers(folder: Path) -> list[Path]:
+    """What writers of `folder` that no longer run left (`remove_temporaries`): temporary files
+    in it, and their scratch folders beside it (`scratch_folder`); the caller holds its lock."""
+    left = remove_temporaries(folder) if folder.is_dir() else []
+    if folder.parent.is_dir():
+        left += remove_temporaries(folder.parent, of=folder.name)
+    return left
+
+
+@contextmanager
+def scratch_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary folder beside `folder` for an exporter's own files (on the same file system,
+    so that they can be renamed into place), named as `atomic_write` names its temporaries, so
+    that the next writer of `folder` removes it if this process is killed."""
+    folder = Path(folder).absolute()
+    prefix = f".{folder.name}.written-by-{os.getpid()}."
+    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=prefix, suffix=".tmp"))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def take_lock(path: Path, folder: Path) -> int | None:
+    """The lock file `path` of `folder`, held by this process (`util.locks.hold`; never through a
+    symbolic link), or `FolderInUse` naming the process that holds it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(8):  # (the holder may remove the file between our open and our lock)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise in_use(folder, path) from None
-            try:
-                ours = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                ours = False
-            if ours:
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-                return fd
-            os.close(fd)  # a file the last holder removed: open the new one
-    except FolderInUse:
-        raise
+        return hold(path)
+    except LockHeld as held:
+        raise in_use(folder, path, held.holder) from None
     except OSError as error:
         raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from None
-    raise in_use(folder, path)
 
 
-def in_use(folder: Path, path: Path) -> FolderInUse:
-    """The error for an output `folder` that another process is writing, naming its pid."""
-    try:
-        holder = path.read_text(encoding="utf-8").strip() or "unknown"
-    except (OSError, UnicodeDecodeError):
-        holder = "unknown"
+def in_use(folder: Path, path: Path, holder: str) -> FolderInUse:
+    """The error for an output `folder` that another process, `holder` (its pid), is writing."""
     return FolderInUse(
         f"{folder} is being written by another process (pid {holder}, which holds {path}): "
         f"wait for it to end, or choose another --out"
     )
 
 
+def sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file, as `sha256sum` prints it, read 1 MiB at a time (a model's weights
+    are never held whole for it). The package's one hasher: records, exports, the shipped model's
+    SHA256SUMS and downloads all call it (or `sha256_bytes`)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """The SHA-256 of `data` in memory (a file about to be written), as `sha256` gives a file's."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_export(folder: Path, files: dict[str, bytes], record: str,
                  about: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """Write `files` (name: bytes) into `folder` with `record`, a JSON file holding `about` and
     the SHA-256 of each of them, renamed into place last (`write_files`); returns the record."""
-    sums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    sums = {name: sha256_bytes(data) for name, data in files.items()}
     about = {**about, "sha256": sums}
+    about["record_sha256"] = record_digest(about)  # the record's own content, so that an edit shows
     write_files(folder, {**files, record: (json.dumps(about, indent=1) + "\n").encode()})
     return about
+
+
+def record_digest(about: dict[str, Any]) -> str:
+    """The SHA-256 of a record's content (its keys sorted, `record_sha256` itself left out)."""
+    content = {key: value for key, value in about.items() if key != "record_sha256"}
+    return sha256_bytes(json.dumps(content, sort_keys=True, ensure_ascii=False).encode())
 
 
 def check_export(folder: str | os.PathLike[str], record: str, form: str,
                  keys: dict[str, type], names: Sequence[str]) -> dict[str, Any]:  # fmt: skip
     """The `record` of the export in `folder`: a JSON object of format `form` whose `keys` have
-    their types, and whose SHA-256 sums cover `names` and match the files; else a ValueError
+    their types, and whose SHA-256 sums cover `names` and match the files; else a ModelFolderError
     (or a FileNotFoundError) naming the file and what is wrong."""
     folder = Path(folder)
     path = folder / record
@@ -245,18 +297,23 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: missing (an export's record of its files)") from None
     except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: not a JSON record ({error})") from None
+        raise ModelFolderError(f"{path}: not a JSON record ({error})") from None
     if not isinstance(about, dict) or about.get("format") != form:
-        raise ValueError(f"{path}: not the record of an export of format {form!r}")
+        raise ModelFolderError(f"{path}: not the record of an export of format {form!r}")
     for key, kind in {**keys, "sha256": dict}.items():
         if key not in about:
-            raise ValueError(f"{path}: no key {key!r} (an older or damaged export: export again)")
+            why = "an older or damaged export: export again"
+            raise ModelFolderError(f"{path}: no key {key!r} ({why})")
         if not isinstance(about[key], kind) or (kind is int and isinstance(about[key], bool)):
-            raise ValueError(f"{path}: {key} must be {kind.__name__}, got "
-                             f"{type(about[key]).__name__} {str(about[key])[:40]!r}")  # fmt: skip
+            got = f"{type(about[key]).__name__} {str(about[key])[:40]!r}"
+            raise ModelFolderError(f"{path}: {key} must be {kind.__name__}, got {got}")
+    # (exports older than record_sha256 have none: their files are still checked below)
+    if "record_sha256" in about and about["record_sha256"] != record_digest(about):
+        raise ModelFolderError(f"{path}: changed after the export wrote it (its record_sha256 "
+                               f"no longer matches its content): export again")  # fmt: skip
     unlisted = [name for name in names if name not in about["sha256"]]
     if unlisted:
-        raise ValueError(f"{path}: sha256 lacks {', '.join(unlisted)}")
+        raise ModelFolderError(f"{path}: sha256 lacks {', '.join(unlisted)}")
     for name, expected in about["sha256"].items():
         check_sum(folder, name, expected, record)
     return about
@@ -265,16 +322,24 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
 def check_sum(folder: Path, name: str, expected: object, record: str) -> None:
     """The file `name` of `folder` has the SHA-256 `expected` that `record` gives."""
     if not isinstance(expected, str) or Path(name).name != name or name in ("", ".", ".."):
-        raise ValueError(f"{folder / record}: sha256 has a bad entry {name!r}: {expected!r}")
+        raise ModelFolderError(f"{folder / record}: sha256 has a bad entry {name!r}: {expected!r}")
     path = folder / name
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing ({record} lists it)")
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != expected:
-        raise ValueError(
-            f"{path}: SHA-256 {digest.hexdigest()[:16]}… differs from {record} "
-            f"({expected[:16]}…): the folder mixes two exports or was changed; export again"
+    actual = sha256(path)
+    if actual != expected:
+        actual, expected = sums_shown(actual, expected)
+        raise ModelFolderError(
+            f"{path}: SHA-256 {actual} differs from {record} "
+            f"({expected}): the folder mixes two exports or was changed; export again"
         )
+
+
+def sums_shown(actual: str, expected: str) -> tuple[str, str]:
+    """Two different SHA-256 sums as a message shows them: their first 16 digits, or as many more
+    as it takes to see where they differ."""
+    pairs = zip(actual, expected, strict=False)  # (a damaged record's sum may be shorter)
+    differ = next((i for i, (a, b) in enumerate(pairs) if a != b),
+                  min(len(actual), len(expected)))  # fmt: skip
+    n = max(16, differ + 4)
+    return tuple(s[:n] + ("…" if len(s) > n else "") for s in (actual, expected))  # type: ignore[return-value]

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from annotated_transformer.util.locks import LockHeld, hold, lock, release
+
 PARTIAL = re.compile(r"tmp[a-z0-9_]{8}")  # how pooch's temporary files are named (tempfile)
 LOCK = ".downloading.lock"  # in the package's cache folder: held (shared) while downloading
 
@@ -32,21 +34,19 @@ def remove_partials(folder: str | os.PathLike[str]) -> list[Path]:
 def downloading(folder: str | os.PathLike[str], cache: str | os.PathLike[str]) -> Iterator[list]:
     """While in use, a download into `folder` runs: it holds a shared lock on `cache`/LOCK. On
     entering, if no other process holds that lock (no download runs), the partial files left
-    in `folder` are removed first; they are what it yields. Without fcntl (Windows) it only
-    yields []."""
-    try:
-        import fcntl
-    except ImportError:
-        yield []
-        return
+    in `folder` are removed first; they are what it yields. Without flock (Windows) it only
+    yields []. A symbolic link at LOCK's name is refused (`util.locks.LinkRefused`)."""
     Path(cache).mkdir(parents=True, exist_ok=True)
-    with open(Path(cache) / LOCK, "a+b") as lock:
-        removed = []
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # another download runs: a partial file may be its own
-            pass
-        else:
+    path = Path(cache) / LOCK
+    try:
+        fd, removed = hold(path), []  # (`util.locks`: the package's one lock, never via a link)
+    except LockHeld:  # another download runs: a partial file may be its own
+        fd, removed = hold(path, shared=True, wait=True), []
+    else:
+        if fd is not None:  # (no flock, on Windows: another download may run)
             removed = remove_partials(folder)
-        fcntl.flock(lock, fcntl.LOCK_SH)  # (from exclusive to shared; or waits for it)
+            lock(fd, shared=True, wait=True)  # from exclusive to shared
+    try:
         yield removed
+    finally:
+        release(fd)
