@@ -230,7 +230,7 @@ def _catches(handler: ast.ExceptHandler, names: set[str]) -> bool:
 
 def test_the_command_line_knows_errors_by_type() -> None:
     """In cli/, no `except ValueError` or `except Exception` catches what the package raises:
-    its errors are caught by their classes (`util.errors`), and entry.main's last handler alone
+    its errors are caught by their classes (`util.errors`), and entry._run's last handler alone
     takes any other exception, as a bug (issue 59). A handler of ValueError may only guard
     calls that are not the package's (`int(text)`, `json.loads`, `os.fstat`, ...)."""
     broad, found = {"ValueError", "Exception", "BaseException"}, []
@@ -251,7 +251,7 @@ def test_the_command_line_knows_errors_by_type() -> None:
                 for handler in node.handlers:
                     if not _catches(handler, broad):
                         continue
-                    if path.name == "entry.py" and function.name == "main":
+                    if path.name == "entry.py" and function.name == "_run":
                         found.append("the bug handler")
                         continue
                     called = {

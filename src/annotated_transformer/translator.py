@@ -252,22 +252,29 @@ class TranslatorLike(Protocol):
     workers: int | None  # searches (or CTranslate2's threads) at once on a CPU
 
     @property
-    def src_vocab(self) -> Vocab: ...
+    def src_vocab(self) -> Vocab:
+        """The vocabulary the source's tokens are numbered by."""
 
     @property
-    def tgt_vocab(self) -> Vocab: ...
+    def tgt_vocab(self) -> Vocab:
+        """The vocabulary of the tokens the model writes."""
 
     @property
-    def device(self) -> torch.device: ...
+    def device(self) -> torch.device:
+        """Where the model decodes: the CPU or a GPU."""
 
-    def encode(self, sentences: Sequence[str]) -> list[Tensor]: ...
+    def encode(self, sentences: Sequence[str]) -> list[Tensor]:
+        """Token ids of each sentence, `</s>` last; a `SentenceError` for one it cannot read."""
 
     def translate(self, sentences: Iterable[str], beam_size: int = 4, alpha: float = 0.6,
                   progress: bool = False, keep_greedy: bool = False,
-                  search: str = "k-finished") -> list[str]: ...  # fmt: skip
+                  search: str = "k-finished") -> list[str]:  # fmt: skip
+        """One translation per sentence: beam search as in §6.1 (`beam_size=1`: greedy)."""
 
     def translate_stream(
         self, sentences: Iterable[str], chunk: int = 500, **decoding: Any
-    ) -> Iterator[str]: ...
+    ) -> Iterator[str]:
+        """Translations of `sentences` as they come, `chunk` at a time, "" for an empty one."""
 
-    def unknown_words(self, sentence: str) -> list[str]: ...
+    def unknown_words(self, sentence: str) -> list[str]:
+        """The words of `sentence` that the model reads as `<unk>`."""

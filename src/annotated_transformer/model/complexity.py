@@ -69,6 +69,7 @@ def table1(n: int, d: int, k: int = 3, r: int = 16) -> list[LayerCost]:
 #   "How the package is built: settings, profiles and errors"
 #   › "Table 1's sizes".
 def check_positive(**sizes: int) -> None:
+    """An InputError naming the first of `sizes` (name=value) that is not a positive integer."""
     for name, value in sizes.items():
         if not isinstance(value, int) or value < 1:
             raise InputError(f"{name} must be a positive integer, got {value!r}")

@@ -28,6 +28,9 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
 
 
 class PositionalBase(nn.Module):
+    """What both positional encodings share: dropout after the sum (§5.4), and a `max_len`
+    that no sequence may exceed."""
+
     def __init__(self, dropout: float, max_len: int) -> None:
         super().__init__()
         self.dropout = nn.Dropout(dropout)

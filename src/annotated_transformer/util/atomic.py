@@ -342,4 +342,5 @@ def sums_shown(actual: str, expected: str) -> tuple[str, str]:
     differ = next((i for i, (a, b) in enumerate(pairs) if a != b),
                   min(len(actual), len(expected)))  # fmt: skip
     n = max(16, differ + 4)
-    return tuple(s[:n] + ("…" if len(s) > n else "") for s in (actual, expected))  # type: ignore[return-value]
+    shown = [s[:n] + ("…" if len(s) > n else "") for s in (actual, expected)]
+    return shown[0], shown[1]
