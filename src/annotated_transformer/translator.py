@@ -261,7 +261,7 @@ class TranslatorLike(Protocol):
 
     @property
     def device(self) -> torch.device:
-        """Where the model decodes: the CPU or a GPU."""
+        """Where the model decodes, the CPU or a GPU."""
 
     def encode(self, sentences: Sequence[str]) -> list[Tensor]:
         """Token ids of each sentence, `</s>` last; a `SentenceError` for one it cannot read."""

@@ -1,6 +1,6 @@
-"""What a command reads as its model: which forms of `exports.formats.FORMATS` each command reads
-(a form it does not read is refused before any slow work), and the translator opened from
-`--checkpoint` by `open_translator`, the package's one door to a model.
+"""What a command reads as its model: which forms of `exports.formats.FORMATS` each command
+reads (`command_reads`; a form it does not read is refused before any slow work), and the
+translator opened from `--checkpoint` by `open_translator`, the package's one door to a model.
 
 Hand-written; read by translate, evaluate, attention, average, save-pretrained and the exports.
 The chapters "Engineering a training run" (a run folder as a model) and "Serving the model:
@@ -15,17 +15,18 @@ from typing import Any
 
 from annotated_transformer.cli.common import UsageError, needs_packages
 
-PYTORCH = ("shipped", "checkpoint", "run folder", "save-pretrained")  # read as a PyTorch model
-COMMAND_READS = {  # the forms of a model each command reads (exports.formats.FORMATS' names)
-    "translate": (*PYTORCH, "ct2"),
-    "evaluate": PYTORCH,
-    "attention": PYTORCH,
-    "export-onnx": PYTORCH,
-    "export-ct2": PYTORCH,
-    "export-hf": PYTORCH,
-    "average": ("checkpoint", "run folder"),
-    "save-pretrained": ("checkpoint", "run folder"),
-}
+
+def command_reads(command: str) -> tuple[str, ...]:
+    """The forms of a model that `command` reads (names of `exports.formats.FORMATS`): the
+    PyTorch forms, a CTranslate2 export too for translate, no shipped model for average and
+    save-pretrained."""
+    from annotated_transformer.exports.formats import PYTORCH
+
+    if command == "translate":
+        return (*PYTORCH, "ct2")
+    if command in ("average", "save-pretrained"):
+        return ("checkpoint", "run folder")
+    return PYTORCH
 
 
 def check_model_input(path: str | None, command: str) -> None:
@@ -35,9 +36,9 @@ def check_model_input(path: str | None, command: str) -> None:
         return
     from annotated_transformer.exports.formats import check_format, identify
 
-    if identify(path).name == "ct2" and "ct2" in COMMAND_READS[command]:
+    if identify(path).name == "ct2" and "ct2" in command_reads(command):
         needs_ct2(path)
-    check_format(path, COMMAND_READS[command], command)
+    check_format(path, command_reads(command), command)
 
 
 def needs_ct2(path: str) -> None:
@@ -60,7 +61,7 @@ def open_model(args: argparse.Namespace, command: str) -> Any:
         needs_packages(f"translate --quantize {quantize}", ("ctranslate2",), "serve")
     translator = open_translator(
         args.checkpoint, device=args.device, max_tokens=getattr(args, "max_tokens", 16384),
-        workers=getattr(args, "threads", None), quantize=quantize, reads=COMMAND_READS[command],
+        workers=getattr(args, "threads", None), quantize=quantize, reads=command_reads(command),
         who=command,
     )  # fmt: skip
     size, beam = len(translator.tgt_vocab), getattr(args, "beam", 1)

@@ -40,7 +40,8 @@ def _stdin_blocks() -> Iterator[bytes | str]:
         if buffer is None:  # that they are decoded here, as the descriptor's are)
             yield from sys.stdin
             return
-        while block := buffer.read(1 << 16):
+        read = getattr(buffer, "read1", buffer.read)  # (read1: what has come, not 64 KiB)
+        while block := read(1 << 16):
             yield block
         return
     while block := os.read(fd, 1 << 16):

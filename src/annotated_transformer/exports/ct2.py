@@ -279,12 +279,12 @@ class CT2Translator:
 
     @property
     def src_vocab(self) -> Vocab:
-        """The source vocabulary: the shared BPE's, one for both languages."""
+        """The source vocabulary, the shared BPE's (one for both languages)."""
         return self.bpe.vocab
 
     @property
     def tgt_vocab(self) -> Vocab:
-        """The target vocabulary: the shared BPE's, the same as the source's."""
+        """The target vocabulary, the shared BPE's (the same as the source's)."""
         return self.bpe.vocab
 
     @property
