@@ -23,7 +23,6 @@ The profiler slows what it watches: its times are shares, the unprofiled run giv
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from annotated_transformer.data.multi30k import read_split
-from annotated_transformer.decoding import search
+from annotated_transformer.decoding import batched
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.util.device import describe_device
@@ -43,7 +42,11 @@ from annotated_transformer.util.device import describe_device
 # group: the operators whose self time it sums (the rest are "other operators")
 GROUPS = {
     "linear layers' matrix products": ("aten::addmm", "aten::mm", "quantized::linear_dynamic"),
-    "attention's matrix products": ("aten::bmm",),
+    # (the fused step's kernel does the products and the softmax at once: counted here)
+    "attention's matrix products": (
+        "aten::bmm",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+    ),
     "softmax and log-softmax": ("aten::_softmax", "aten::_log_softmax"),
     "cache: gathers and appends": ("aten::index_select", "aten::cat", "aten::copy_"),
     "search: argmax, top-k, masks": (
@@ -79,13 +82,13 @@ OUTSIDE = "outside any operator (Python, bookkeeping)"
 
 
 class Steps:
-    """`search.decode_step` (in both searches) and `model.encode`, watched: each step's rows,
-    cache length and seconds, and the encoder's seconds in all."""
+    """The step that `translate_ids` gives its searches (`fused_step`) and `model.encode`,
+    watched: each step's rows, cache length and seconds, and the encoder's seconds in all."""
 
     def __init__(self, model: nn.Module | None = None) -> None:
         self.calls: list[tuple[int, int, float]] = []  # (rows, cache length, seconds)
         self.encoder_seconds = 0.0
-        self.model, self.original = model, search.decode_step
+        self.model, self.original = model, batched.fused_step
 
     def __enter__(self) -> Steps:
         def timed_step(model, tokens, cache):  # the same call, timed
@@ -100,15 +103,13 @@ class Steps:
             self.encoder_seconds += time.perf_counter() - start
             return out
 
-        search.decode_step = timed_step
-        inspect.unwrap(search.beam_search).__kwdefaults__["step"] = timed_step
+        batched.fused_step = timed_step  # what translate_ids passes to both searches
         if self.model is not None:
             self.model.encode = timed_encode  # this model's only, until the block ends
         return self
 
     def __exit__(self, *exc: object) -> None:
-        search.decode_step = self.original
-        inspect.unwrap(search.beam_search).__kwdefaults__["step"] = self.original
+        batched.fused_step = self.original
         if self.model is not None:
             del self.model.encode
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from common import command, now, run_main, versions, write_report
@@ -37,14 +37,16 @@ from annotated_transformer.util.device import describe_device
 
 
 class CountedSteps:
-    """`decode_step` that counts the decoder steps and the rows they advance."""
+    """A decoder step (`translate_ids`'s, by default `decode_step`) that counts the decoder
+    steps and the rows they advance."""
 
-    def __init__(self) -> None:
+    def __init__(self, step: Callable = decode_step) -> None:
         self.steps = self.rows = 0
+        self.step = step
 
     def __call__(self, model, tokens, cache):
         self.steps, self.rows = self.steps + 1, self.rows + tokens.numel()
-        return decode_step(model, tokens, cache)
+        return self.step(model, tokens, cache)
 
 
 def counted_translation(
@@ -53,7 +55,8 @@ def counted_translation(
     """`translator.translate` with the rule `rule`, its decoder steps counted."""
     counter = CountedSteps()
 
-    def search(*args, **options):  # translate_ids's beam search, with the counting step
+    def search(*args, step: Callable = decode_step, **options):  # translate_ids's, counted
+        counter.step = step
         return beam_search(*args, **options, step=counter)
 
     original, batched.beam_search = batched.beam_search, search

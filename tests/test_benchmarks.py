@@ -397,3 +397,48 @@ def test_the_search_rules_benchmark_writes_a_complete_record(data_dir, tmp_path,
     for row in record["rules"].values():
         assert len(row["seconds_per_round"]) == 2 and row["decoder_steps"] > 0
     assert 0 <= record["different_translations"] <= 12
+
+
+def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
+    data_dir, tmp_path, capsys
+):
+    import decoding_variants
+
+    out = tmp_path / "variants.json"
+    args = ["--data-dir", str(data_dir), "--limit", "12", "--rounds", "2", "--compile-rows", "0",
+            "--output", str(out)]  # fmt: skip
+    assert decoding_variants.main(args) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert record["sentences"] == 12 and record["compiled_step"] is None
+    names = [f"{v}, {how}" for v in decoding_variants.VARIANTS for how in ("greedy", "beam 4")]
+    assert sorted(record["results"]) == sorted(names)
+    for name, row in record["results"].items():
+        assert len(row["every_seconds"]) == 2 and row["seconds"] > 0
+        if name.startswith("in place"):  # it computes what the reference step computes
+            assert row["same_as_reference"] == 12, name
+
+
+def test_the_in_place_cache_gives_the_steps_log_probabilities():
+    import decoding_variants
+
+    from annotated_transformer.decoding.cache import decode_step, start_cache
+
+    torch.manual_seed(3)
+    model = make_model(11, 11, N=2, d_model=16, d_ff=32, h=2).eval()
+    src = torch.randint(3, 11, (3, 5))
+    mask = torch.ones(3, 1, 5, dtype=torch.bool)
+    with torch.no_grad():
+        memory = model.encode(src, mask)
+        a = start_cache(model, memory, mask)
+        b = decoding_variants.start_in_place(model, memory, mask)
+        tokens = torch.tensor([1, 1, 1])
+        for t in range(70):  # past its first room of 64 positions
+            if t == 3:  # beam search's widening and reordering
+                rows = torch.tensor([0, 0, 2, 1, 2, 0])
+                a, b, tokens = a.select(rows, 2), b.select(rows, 2), tokens[rows]
+            expected, a = decode_step(model, tokens, a)
+            found, b = decoding_variants.in_place_step(model, tokens, b)
+            torch.testing.assert_close(found, expected, rtol=0, atol=1e-6)
+            tokens = expected.argmax(-1)
+    assert b.length == 70 and b.store["keys"][0].shape[0] >= 70

@@ -13,11 +13,17 @@ averages checkpoints; the last part checks `annotated_transformer.training.avera
 
 import pytest
 import torch
+from torch import nn
 
 from annotated_transformer.data.batch import collate
 from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.decoding import simple as decoding
-from annotated_transformer.decoding.cache import decode_step, start_cache
+from annotated_transformer.decoding.cache import (
+    decode_step,
+    fused_attention,
+    fused_step,
+    start_cache,
+)
 from annotated_transformer.decoding.search import (
     _row_top,
     beam_search,
@@ -25,6 +31,7 @@ from annotated_transformer.decoding.search import (
     length_penalty,
     sequence_scores,
 )
+from annotated_transformer.model.attention import attention
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import make_model
 from annotated_transformer.runs.checkpoints import checkpoint_path, save_checkpoint
@@ -37,6 +44,7 @@ from annotated_transformer.training.averaging import (
 from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import train_epoch
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.util.errors import InputError
 
 PAD, START, END, V = 0, 1, 2, 11  # the copy task here: words are 3 … V − 1, then END
 UNTRAINED = {
@@ -152,6 +160,40 @@ def test_decode_step_equals_the_full_decoder_at_every_step(any_model):
     for t, log_probs in enumerate(steps):
         expected = full_log_probs(any_model, src, src_mask, prefix[:, : t + 1])
         torch.testing.assert_close(log_probs, expected, rtol=0, atol=1e-5)
+
+
+def test_the_fused_step_gives_the_reference_steps_log_probabilities(any_model):
+    """`fused_step` (attention in one kernel, what `translate_ids` runs) through a widening and
+    a beam's reordering: the reference step's log-probabilities, to rounding."""
+    src, src_mask = sources(4, seed=13)
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.cat([torch.full((4, 1), START), torch.randint(2, V, (4, 8), generator=g)], 1)
+    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # two beams a sentence
+    with torch.no_grad():
+        start = start_cache(any_model, any_model.encode(src, src_mask), src_mask)
+        a, b = start, start
+        for t in range(prefix.size(1)):
+            if t == 2:
+                a, b = a.select(rows, 2), b.select(rows, 2)
+            if t == 5:  # each beam continues the other's prefix
+                swap = torch.arange(8).view(4, 2).flip(1).flatten()
+                a, b = a.follow(swap), b.follow(swap)
+            tokens = prefix[:, t] if t < 2 else prefix[rows, t]
+            expected, a = decode_step(any_model, tokens, a)
+            found, b = fused_step(any_model, tokens, b)
+            torch.testing.assert_close(found, expected, rtol=0, atol=1e-5)
+
+
+def test_fused_attention_is_the_reference_attention_without_its_weights():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 6)
+    mask = torch.rand(2, 1, 4, 5) > 0.4
+    mask[..., 0] = True  # every query may attend to a key
+    out, weights = fused_attention(q, k, v, mask)
+    torch.testing.assert_close(out, attention(q, k, v, mask)[0], rtol=0, atol=1e-6)
+    assert weights is None and fused_attention(q, k, v, None, nn.Dropout(0.5).eval())[1] is None
+    with pytest.raises(InputError, match=r"fused_attention has no dropout: call model\.eval"):
+        fused_attention(q, k, v, mask, nn.Dropout(0.1).train())
 
 
 def test_selected_rows_decode_like_their_sources_alone():

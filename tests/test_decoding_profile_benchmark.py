@@ -6,8 +6,8 @@ import decoding_profile
 import pytest
 from torch import nn
 
-from annotated_transformer.decoding import search
-from annotated_transformer.decoding.cache import decode_step
+from annotated_transformer.decoding import batched
+from annotated_transformer.decoding.cache import fused_step
 
 
 def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path, capsys):
@@ -29,7 +29,7 @@ def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path
         assert len(found["top_operators"]) == 12
     linear = "linear layers' matrix products"
     assert record["results"]["int8, greedy"]["groups"][linear]["ms_per_step"] > 0  # int8's kernel
-    assert search.decode_step is decode_step  # the watch is taken off
+    assert batched.fused_step is fused_step  # the watch is taken off
     assert "float32, greedy:" in capsys.readouterr().out
 
 
@@ -55,8 +55,8 @@ class Encoder(nn.Module):
 def test_steps_times_the_encoder_and_puts_everything_back_after_an_error():
     model = Encoder()
     with pytest.raises(RuntimeError), decoding_profile.Steps(model) as steps:
-        assert search.decode_step is not decode_step
+        assert batched.fused_step is not fused_step
         assert model.encode(1) == 2 and steps.encoder_seconds > 0
         raise RuntimeError("a search failed")
-    assert search.decode_step is decode_step
+    assert batched.fused_step is fused_step
     assert "encode" not in vars(model) and model.encode(1) == 2

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from annotated_transformer.decoding.cache import fused_step
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
@@ -82,10 +83,11 @@ def translate_ids(
                                         padding_value=PAD_ID).to(device)  # fmt: skip
         limits = (lengths[indices] + 1 + EXTRA_LENGTH).clamp(max=max_len)  # (B,): <s> + n + 50
         mask = padding_mask(src, PAD_ID)  # (B, 1, S)
-        if beam_size == 1:
-            return greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID).tolist()
+        if beam_size == 1:  # (fused_step: decode_step with attention in one kernel)
+            rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID, step=fused_step)
+            return rows.tolist()
         found = beam_search(model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha,
-                            keep_greedy=keep_greedy, search=search)  # fmt: skip
+                            keep_greedy=keep_greedy, search=search, step=fused_step)  # fmt: skip
         return [hypotheses[0][0] for hypotheses in found]
 
     out: list[list[str]] = [[] for _ in sources]

@@ -18,6 +18,7 @@ Shapes: B rows (sentences, or sentences × beams), S source positions, t positio
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -75,12 +76,11 @@ class DecoderCache:
             raise InputError(f"{rows.numel()} rows do not make groups of width {width}")
         past = rows if self.parents is None else self.parents[rows]  # (B',): rows of self_keys
         sentences = (rows // self.width)[::width]  # (B'/width,): the source side of each group
-        return DecoderCache(
-            self.self_keys,
-            self.self_values,
-            tuple(x.index_select(0, sentences) for x in self.src_keys),  # each (B'/w, h, S, d_k)
-            tuple(x.index_select(0, sentences) for x in self.src_values),  # each (B'/w, h, S, d_v)
-            self.src_mask.index_select(0, sentences),  # (B'/width, 1, 1, S)
+        return replace(
+            self,
+            src_keys=tuple(x.index_select(0, sentences) for x in self.src_keys),  # (B'/w, h, S, d)
+            src_values=tuple(x.index_select(0, sentences) for x in self.src_values),  # (same)
+            src_mask=self.src_mask.index_select(0, sentences),  # (B'/width, 1, 1, S)
             parents=past,
             width=width,
         )
@@ -165,12 +165,13 @@ def _append(past: Tensor, new: Tensor, parents: Tensor | None) -> Tensor:
 
 
 def _layer_step(
-    layer: DecoderLayer, x: Tensor, cache: DecoderCache, i: int
+    layer: DecoderLayer, x: Tensor, cache: DecoderCache, i: int, attend: Callable = attention
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Decoder layer i at one new position: x (B, 1, d_model) -> (B, 1, d_model).
 
     Returns the output and the self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v)
-    with the new position appended (after the rows `cache.parents` reorders, if any).
+    with the new position appended (after the rows `cache.parents` reorders, if any). `attend`
+    is called as `attention` is, and returns (output, weights).
     """
     own, src, B, w = layer.self_attn, layer.src_attn, x.size(0), cache.width
     new: dict[str, Tensor] = {}
@@ -181,14 +182,14 @@ def _layer_step(
         new["keys"] = _append(cache.self_keys[i], k, cache.parents)  # (B, h, t+1, d_k)
         new["values"] = _append(cache.self_values[i], v, cache.parents)  # (B, h, t+1, d_v)
         # No mask: the t+1 cached positions are exactly the ones position t may see.
-        out, _ = attention(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
+        out, _ = attend(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
         return own.w_o(merge_heads(out))  # (B, 1, d_model)
 
     def source_attention(x: Tensor) -> Tensor:  # x: (B, 1, d_model)
         # (B/w, h, w, d_k): the w rows of a sentence query its source side together
         q = src.w_q(x).view(B // w, w, src.h, src.d_k).transpose(1, 2)
         keys, values = cache.src_keys[i], cache.src_values[i]  # (B/w, h, S, d_k), (B/w, h, S, d_v)
-        out, _ = attention(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
+        out, _ = attend(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
         return src.w_o(out.transpose(1, 2).reshape(B, 1, src.h * src.d_v))  # (B, 1, d_model)
 
     x = layer.sublayer[0](x, self_attention)
@@ -198,7 +199,7 @@ def _layer_step(
 
 
 def decode_step(
-    model: nn.Module, tokens: Tensor, cache: DecoderCache
+    model: nn.Module, tokens: Tensor, cache: DecoderCache, attend: Callable = attention
 ) -> tuple[Tensor, DecoderCache]:
     """Feed each row's newest token; get the next token's log-probabilities and the new cache.
 
@@ -206,6 +207,7 @@ def decode_step(
         model: an `EncoderDecoder` from `build_model` (in eval mode).
         tokens: (B,) the token at position t = cache.length of every row.
         cache: from `start_cache` or the previous step.
+        attend: the attention, called as `attention` (the default, the reference) is.
 
     Returns:
         log-probabilities (B, V) for position t+1, and the cache with position t added.
@@ -218,7 +220,7 @@ def decode_step(
     x = position(embed(tokens.unsqueeze(1)), offset=cache.length)  # (B, 1, d_model)
     keys, values = [], []
     for i, layer in enumerate(layers):
-        x, k, v = _layer_step(layer, x, cache, i)  # (B, 1, d_model), (B, h, t+1, d) each
+        x, k, v = _layer_step(layer, x, cache, i, attend)  # (B, 1, d_model), (B, h, t+1, d)
         keys.append(k)
         values.append(v)
     if model.decoder.norm is not None:  # pre-norm stacks end in a LayerNorm
@@ -228,3 +230,28 @@ def decode_step(
         tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask,
         width=cache.width,
     )  # fmt: skip
+
+
+# From book/fast_decoding.ipynb,
+#   "Fast decoding: the cache and the batched beam search"
+#   › "Attention in one kernel".
+def fused_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, None]:
+    """`attention` in one call of `torch.nn.functional.scaled_dot_product_attention`: the output
+    (..., T_q, d_v), and None in place of the weights. Shapes and mask as for `attention`; for
+    decoding, where no dropout runs and every query may attend to at least one key."""
+    if dropout is not None and dropout.training and dropout.p > 0:
+        raise InputError("fused_attention has no dropout: call model.eval() before decoding")
+    return nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask), None
+
+
+def fused_step(
+    model: nn.Module, tokens: Tensor, cache: DecoderCache
+) -> tuple[Tensor, DecoderCache]:
+    """`decode_step` with `fused_attention`: the step that `translate_ids` runs."""
+    return decode_step(model, tokens, cache, attend=fused_attention)

@@ -118,6 +118,9 @@ def greedy_decode(
     start_symbol: int,
     end_symbol: int | None = None,
     pad_symbol: int = 0,
+    *,
+    start: Callable = start_cache,
+    step: Callable = decode_step,
 ) -> Tensor:
     """The most probable next token at every step, with the cache; batched.
 
@@ -131,6 +134,7 @@ def greedy_decode(
         start_symbol: the id every output begins with.
         end_symbol: if given, a sentence ends at it, and the search stops when all have ended.
         pad_symbol: fills the positions after a sentence's end.
+        start, step: how the decoder state begins and advances (default: the cache).
 
     Returns:
         (B, L) token ids beginning with `start_symbol`, L the longest output.
@@ -138,7 +142,7 @@ def greedy_decode(
     limits = _check_inputs(src, src_mask, max_len)
     _check_model_fits(model, src, limits, start_symbol, end_symbol, optional_end=True)
     B = src.size(0)
-    cache = start_cache(model, model.encode(src, src_mask), src_mask)
+    cache = start(model, model.encode(src, src_mask), src_mask)
     out = torch.full((B, int(limits.max())), pad_symbol, dtype=torch.long, device=src.device)
     out[:, 0] = start_symbol
     rows = torch.arange(B, device=src.device)  # the sentences still being decoded
@@ -151,7 +155,7 @@ def greedy_decode(
             rows, tokens, cache = live, tokens[keep], cache.select(keep)
         if rows.numel() == 0:
             break
-        log_probs, cache = decode_step(model, tokens, cache)  # (b, V)
+        log_probs, cache = step(model, tokens, cache)  # (b, V)
         tokens = log_probs.max(dim=-1).indices  # (b,): the argmax (by a faster CPU kernel)
         out[rows, t] = tokens
         length = t + 1

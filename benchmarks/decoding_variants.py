@@ -1,0 +1,275 @@
+"""Three ways to make a decoder step faster, measured against the reference step in one run.
+
+    python benchmarks/decoding_variants.py --rounds 5 \
+        --output results/bench-decoding-variants-cpu.json
+
+The model that ships with the package translates all of test2016 as one of `translate_ids`'s
+workers does (one search at a time, one thread; `translate_ids` batches as `translate` does),
+greedy and beam 4, with each variant of the decoder step in turn, in interleaved rounds, after an
+untimed warm-up:
+
+- "reference": `decode_step`, whose attention is the reference `attention` of the chapter
+  "Attention", and whose cache appends each position (`torch.cat`);
+- "fused": `fused_step`, the same with `scaled_dot_product_attention` (issue 61, item 3): the
+  step that `translate_ids` runs;
+- "in place": the reference step on a cache allocated once per search, (L, R, h, d) per layer,
+  each step writing its position at index t and attention reading the filled prefix; a beam's
+  reordering gathers the filled positions into a second set of tensors, which then swap (item 1).
+
+Each row gives the median seconds, its speed against "reference", and how many of the 1,000
+translations equal reference's. The last part compiles `fused_step` (`torch.compile`, Inductor, one
+fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it) and times it
+against the eager step at that shape, with the seconds the first call took to compile (item 2).
+Machines are noisy: compare the ratios within one run, not seconds across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+import torch
+from common import command, now, run_main, versions, write_report
+from torch import Tensor, nn
+
+import annotated_transformer.decoding.batched as batched
+from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.decoding import cache as cache_module
+from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.cache import DecoderCache, decode_step, fused_step, start_cache
+from annotated_transformer.decoding.search import beam_search, greedy_decode
+from annotated_transformer.exports.formats import PYTORCH, open_translator
+from annotated_transformer.util.device import describe_device
+
+SEARCHES = {"greedy": 1, "beam 4": 4}
+ROOM = 64  # positions a search's in-place cache starts with; it doubles when it needs more
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A cache written in place: keys[i] (L, R, h, d_k) and values[i] (L, R, h, d_v) per layer,
+    positions 0..length-1 of rows 0..B-1 filled; `spare` the same shapes, to gather into.
+    The source side, `parents` and `width` are `DecoderCache`'s."""
+
+    store: dict[str, list[Tensor]]  # "keys", "values", "spare_keys", "spare_values"
+    src_keys: tuple[Tensor, ...]
+    src_values: tuple[Tensor, ...]
+    src_mask: Tensor
+    length: int = 0
+    parents: Tensor | None = None
+    width: int = 1
+
+    rows = DecoderCache.rows
+    select = DecoderCache.select
+    follow = DecoderCache.follow
+
+
+def start_in_place(model: nn.Module, memory: Tensor, src_mask: Tensor) -> InPlace:
+    """The in-place cache before the first step: the source side as `start_cache` computes it."""
+    start = start_cache(model, memory, src_mask)
+    B = memory.size(0)
+    room = {name: [x.new_zeros(ROOM, B, x.size(1), x.size(3)) for x in like]  # (L, R, h, d)
+            for name, like in (("keys", start.self_keys), ("values", start.self_values),
+                               ("spare_keys", start.self_keys),
+                               ("spare_values", start.self_values))}  # fmt: skip
+    return InPlace(room, start.src_keys, start.src_values, start.src_mask)
+
+
+def make_room(store: dict[str, list[Tensor]], rows: int, positions: int, filled: int) -> None:
+    """Grow every tensor of `store` to hold `rows` rows and `positions` positions (the positions
+    doubled), keeping the first `filled` positions."""
+    L, R = store["keys"][0].shape[:2]
+    if rows <= R and positions <= L:
+        return
+    L, R = 2 * positions if positions > L else L, max(rows, R)
+    for tensors in store.values():
+        for i, x in enumerate(tensors):
+            grown = x.new_zeros(L, R, x.size(2), x.size(3))  # (L, R, h, d)
+            grown[:filled, : x.size(1)] = x[:filled]
+            tensors[i] = grown
+
+
+def in_place_step(model: nn.Module, tokens: Tensor, cache: InPlace) -> tuple[Tensor, InPlace]:
+    """`decode_step` on the in-place cache: the same log-probabilities (B, V), with the
+    reference `attention`."""
+    B, t, store = tokens.numel(), cache.length, cache.store
+    make_room(store, B, t + 1, filled=t)
+    if cache.parents is not None:  # gather the filled positions of each row's parent, then swap
+        for kept, spare in (("keys", "spare_keys"), ("values", "spare_values")):
+            for i, x in enumerate(store[kept]):
+                torch.index_select(x[:t], 1, cache.parents, out=store[spare][i][:t, :B])
+                store[kept][i], store[spare][i] = store[spare][i], x
+    embed, position = model.tgt_embed
+    x = position(embed(tokens.unsqueeze(1)), offset=t)  # (B, 1, d_model)
+    for i, layer in enumerate(model.decoder.layers):
+        x = layer_step(layer, x, cache, i, store["keys"][i], store["values"][i])
+    if model.decoder.norm is not None:
+        x = model.decoder.norm(x)
+    return model.generator(x[:, 0]), replace(cache, length=t + 1, parents=None)
+
+
+def layer_step(
+    layer: nn.Module, x: Tensor, cache: InPlace, i: int, keys: Tensor, values: Tensor
+) -> Tensor:
+    """Decoder layer i at position t = cache.length, x (B, 1, d_model): its key and value
+    written into keys (L, R, h, d_k) and values (L, R, h, d_v) at index t."""
+    own, src, B, t, w = layer.self_attn, layer.src_attn, x.size(0), cache.length, cache.width
+
+    def self_attention(x: Tensor) -> Tensor:  # (B, 1, d_model)
+        q = own.w_q(x).view(B, 1, own.h, own.d_k).transpose(1, 2)  # (B, h, 1, d_k)
+        keys[t, :B] = own.w_k(x).view(B, own.h, own.d_k)  # position t, in place
+        values[t, :B] = own.w_v(x).view(B, own.h, own.d_v)
+        past_k = keys[: t + 1, :B].permute(1, 2, 0, 3)  # (B, h, t+1, d_k), a view
+        past_v = values[: t + 1, :B].permute(1, 2, 0, 3)  # (B, h, t+1, d_v)
+        out, _ = cache_module.attention(q, past_k, past_v, None)  # (B, h, 1, d_v)
+        return own.w_o(out.transpose(1, 2).reshape(B, 1, own.h * own.d_v))  # (B, 1, d_model)
+
+    def source_attention(x: Tensor) -> Tensor:  # (B, 1, d_model)
+        q = src.w_q(x).view(B // w, w, src.h, src.d_k).transpose(1, 2)  # (B/w, h, w, d_k)
+        out, _ = cache_module.attention(q, cache.src_keys[i], cache.src_values[i],
+                                        cache.src_mask)  # (B/w, h, w, d_v)  # fmt: skip
+        return src.w_o(out.transpose(1, 2).reshape(B, 1, src.h * src.d_v))  # (B, 1, d_model)
+
+    x = layer.sublayer[0](x, self_attention)
+    x = layer.sublayer[1](x, source_attention)
+    return layer.sublayer[2](x, layer.feed_forward)
+
+
+@contextmanager
+def searching_with(start: Callable, step: Callable) -> Iterator[None]:
+    """`translate_ids`'s two searches with another cache: `start` and `step`."""
+
+    def greedy(*args, **options):
+        return greedy_decode(*args, **{**options, "start": start, "step": step})
+
+    def beams(*args, **options):
+        return beam_search(*args, **{**options, "start": start, "step": step})
+
+    originals = batched.greedy_decode, batched.beam_search
+    batched.greedy_decode, batched.beam_search = greedy, beams
+    try:
+        yield
+    finally:
+        batched.greedy_decode, batched.beam_search = originals
+
+
+@contextmanager
+def as_translate_ids_runs() -> Iterator[None]:
+    yield
+
+
+VARIANTS: dict[str, Callable[[], object]] = {
+    "reference": lambda: searching_with(start_cache, decode_step),
+    "fused": as_translate_ids_runs,  # fused_step
+    "in place": lambda: searching_with(start_in_place, in_place_step),
+}
+
+
+def compiled_step(translator, german: list[str], rows: int, positions: int) -> dict:
+    """`fused_step` eager and compiled, at one shape: rows × positions, on real sentences."""
+    model = translator.model
+    sources = translator.encode((german * (rows // len(german) + 1))[:rows])
+    src = nn.utils.rnn.pad_sequence(sources, batch_first=True)  # (rows, S)
+    mask = (src != 0).unsqueeze(1)  # (rows, 1, S)
+    with torch.inference_mode():
+        cache = start_cache(model, model.encode(src, mask), mask)
+        tokens = torch.full((rows,), 5)
+        for _ in range(positions):
+            _, cache = fused_step(model, tokens, cache)
+        compiled = torch.compile(fused_step, dynamic=False)
+        start = time.perf_counter()
+        fast, _ = compiled(model, tokens, cache)
+        compile_seconds = time.perf_counter() - start
+        eager, _ = fused_step(model, tokens, cache)
+        best = {"eager": float("inf"), "compiled": float("inf")}
+        for _ in range(15):
+            for name, step in (("eager", fused_step), ("compiled", compiled)):
+                start = time.perf_counter()
+                step(model, tokens, cache)
+                best[name] = min(best[name], time.perf_counter() - start)
+    return {"rows": rows, "positions": positions, "compile_seconds": round(compile_seconds, 1),
+            "eager_ms": round(best["eager"] * 1e3, 2),
+            "compiled_ms": round(best["compiled"] * 1e3, 2),
+            "eager / compiled": round(best["eager"] / best["compiled"], 2),
+            "max_abs_difference": float((fast - eager).abs().max()),
+            "same_argmax_rows": int((fast.argmax(-1) == eager.argmax(-1)).sum())}  # fmt: skip
+
+
+def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    torch.set_num_threads(1)
+    translator = open_translator(None, device="cpu", reads=PYTORCH)
+    german = [g for g, _ in read_split(args.split, args.data_dir)[: args.limit]]
+    sources = translator.encode(german)
+    seconds: dict[tuple[str, str], list[float]] = {}
+    found: dict[tuple[str, str], list[list[str]]] = {}
+    for variant in VARIANTS:  # an untimed warm-up of each: the allocator, the caches
+        with VARIANTS[variant]():
+            for beam in SEARCHES.values():
+                translate_ids(translator.model, sources[:50], translator.tgt_vocab, beam_size=beam,
+                              max_len=translator.config.model.max_len, workers=1)  # fmt: skip
+    for round_ in range(args.rounds):
+        for variant in VARIANTS if round_ % 2 == 0 else list(VARIANTS)[::-1]:  # interleaved
+            for how, beam in SEARCHES.items():
+                with VARIANTS[variant]():
+                    start = time.perf_counter()
+                    found[variant, how] = translate_ids(
+                        translator.model, sources, translator.tgt_vocab, beam_size=beam,
+                        max_len=translator.config.model.max_len, workers=1,
+                    )  # fmt: skip
+                    took = time.perf_counter() - start
+                seconds.setdefault((variant, how), []).append(took)
+                print(f"round {round_ + 1}, {variant}, {how}: {took:.2f} s", file=sys.stderr)
+    results = {}
+    for (variant, how), times in seconds.items():
+        median = statistics.median(times)
+        base = statistics.median(seconds["reference", how])
+        same = sum(
+            a == b for a, b in zip(found[variant, how], found["reference", how], strict=True)
+        )
+        results[f"{variant}, {how}"] = {
+            "seconds": round(median, 3), "every_seconds": [round(s, 3) for s in times],
+            "sentences_per_second": round(len(german) / median, 1),
+            "speed / reference": round(base / median, 2), "same_as_reference": same,
+        }  # fmt: skip
+    report = {
+        "benchmark": "decoding_variants", "command": command("decoding_variants.py", argv),
+        "date": now(), "device": f"{describe_device(torch.device('cpu'))} (1 thread)",
+        "split": args.split, "sentences": len(german), "rounds": args.rounds,
+        "results": results,
+        "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)
+        if args.compile_rows else None,
+        "versions": versions(),
+    }  # fmt: skip
+    for name, row in results.items():
+        print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
+              f"{row['same_as_reference']} the same")  # fmt: skip
+    print("compiled step:", report["compiled_step"] or "not measured (--compile-rows 0)")
+    write_report(report, args.output)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="decoding_variants.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--split", default="test2016")
+    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--compile-rows", type=int, default=500, help="rows of the compiled "
+                        "step's batch (default 500; 0: do not compile)")  # fmt: skip
+    parser.add_argument("--output", help="write the results as JSON here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(build_parser(), bench_variants, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
