@@ -238,7 +238,7 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         }  # fmt: skip
     report = {
         "benchmark": "decoding_variants", "command": command("decoding_variants.py", argv),
-        "date": now(), "device": f"{describe_device(torch.device('cpu'))} (1 thread)",
+        "date": now(), "device": describe_device(torch.device("cpu")),  # (1 thread)
         "split": args.split, "sentences": len(german), "rounds": args.rounds,
         "results": results,
         "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)

@@ -74,7 +74,8 @@ def test_ctrl_c_keeps_the_lines_already_written() -> None:
         process.stdin.flush()
         written = [read_line(process.stdout) for _ in range(3)]
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=LIMIT_S)
+        process.wait(LIMIT_S)  # standard input still open: only the interrupt can end it
+        out, err = process.stdout.read(), process.stderr.read()
         assert process.returncode == 130 and err.decode().rstrip().endswith("interrupted")
         assert len(written) == 3 and all(line.strip() for line in written) and out == b""
     finally:
