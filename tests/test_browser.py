@@ -376,7 +376,7 @@ def test_two_offline_charts_on_one_page_both_draw(browser) -> None:
     """The reason `offline_altair_html` makes its scripts ES modules: two charts on one page."""
     import altair as alt
 
-    from annotated_transformer.notebook import offline_altair_html
+    from annotated_transformer.book.notebook import offline_altair_html
 
     charts = [
         alt.Chart(alt.Data(values=[{"x": i, "y": i * i} for i in range(5)]))

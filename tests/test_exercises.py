@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import torch
 
-from annotated_transformer.exercises import (
+from annotated_transformer.book.exercises import (
     CORRECT,
     EXERCISES,
     NOT_ATTEMPTED,

@@ -19,6 +19,9 @@ MOVED = {
     "annotated_transformer.ct2_export": "annotated_transformer.exports.ct2",
     "annotated_transformer.hf_export": "annotated_transformer.exports.hf",
     "annotated_transformer.onnx_export": "annotated_transformer.exports.onnx",
+    "annotated_transformer.notebook": "annotated_transformer.book.notebook",
+    "annotated_transformer.figures": "annotated_transformer.book.figures",
+    "annotated_transformer.exercises": "annotated_transformer.book.exercises",
 }
 
 
@@ -46,7 +49,8 @@ def test_the_new_paths_do_not_warn() -> None:
 def test_nothing_of_ours_uses_an_old_path() -> None:
     """The package, its chapters, benchmarks, tools and README use the new paths only."""
     old = re.compile(
-        r"annotated_transformer\.(ct2|hf|onnx)_export|from annotated_transformer import .*_export"
+        r"annotated_transformer\.((ct2|hf|onnx)_export|notebook|figures|exercises)\b"
+        r"|from annotated_transformer import .*(_export|notebook|figures|exercises)"
     )
     shims = {ROOT / "src" / (name.replace(".", "/") + ".py") for name in MOVED}
     files = [*(ROOT / "src").rglob("*.py"), *(ROOT / "book").glob("*.ipynb")]

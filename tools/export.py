@@ -16,8 +16,8 @@ line of a code cell:
                                                           is an error)
 
 A class can be written across cells. A later `# export` cell of the same module adds methods
-with the notebook helper `add_to_class` (from annotated_transformer.notebook), which sets them on
-the class so that the chapter runs top to bottom:
+with the notebook helper `add_to_class` (from annotated_transformer.book.notebook), which sets
+them on the class so that the chapter runs top to bottom:
 
     @add_to_class(MultiHeadedAttention)   # the first (outermost) decorator
     @torch.no_grad()                      # other decorators are kept
@@ -57,8 +57,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -77,7 +79,8 @@ DIRECTIVE = re.compile(r"^\s*#\s*(export|default_exp)", re.IGNORECASE)
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)(\s+#+)?\s*$")  # a markdown ATX heading
 FENCE = re.compile(r"^\s*(```|~~~)")
-HELPERS = f"{PACKAGE}.notebook"  # where `add_to_class` lives; the package never imports it
+HELPERS = f"{PACKAGE}.book.notebook"  # where `add_to_class` lives; the package never imports it
+OLD_HELPERS = f"{PACKAGE}.notebook"  # its name before 0.3.0, still dropped until 0.4.0
 ADD_TO_CLASS = "add_to_class"
 INDENT = "    "  # a method folded into its class
 LINE_LENGTH = 100  # the project's ruff line length: markers and folded methods stay within it
@@ -127,12 +130,26 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class Line:
+    """Where a line of a generated module comes from: one line of an `# export` cell."""
+
+    notebook: str
+    cell: int  # 1-based, as Jupyter shows it
+    line: int  # 1-based line of the cell's source (line 1 is the directive)
+    indented: bool = False  # in a folded method: the module's line has INDENT more
+
+
+Tags = tuple[Line | None, ...]  # one per line of a text; None: a line the exporter writes itself
+
+
+@dataclass(frozen=True)
 class Method:
     """A function that an `@add_to_class(cls)` cell adds to a class, ready for the class body."""
 
     cls: str
     name: str
     source: str  # indented for the class body, without the `@add_to_class` line
+    tags: Tags = ()  # where each line of `source` comes from
 
 
 @dataclass(frozen=True)
@@ -144,6 +161,7 @@ class ExportCell:
     source: str  # the cell's code, without the directive line
     origin: Origin
     methods: tuple[Method, ...] = ()  # an `@add_to_class` cell: folded into classes, not a block
+    tags: Tags = ()  # where each line of `source` comes from
 
 
 def where(notebook: str, cell: int) -> str:
@@ -271,13 +289,16 @@ def parse_body(code: str, at: str) -> ast.Module:
     return ast.parse(code)
 
 
-def export_cells(path: Path, name: str) -> list[ExportCell]:
-    """The cells of one notebook that go into the package, with their target modules."""
+def export_cells(path: Path, name: str, cells: list[dict] | None = None) -> list[ExportCell]:
+    """The cells of one notebook that go into the package, with their target modules.
+
+    `cells` are the notebook's cells where they are already in memory (`--update`).
+    """
     default: Directive | None = None
     title: str | None = None
     section: str | None = None
     found: list[ExportCell] = []
-    for number, cell in enumerate(read_notebook(path, name), start=1):
+    for number, cell in enumerate(read_notebook(path, name) if cells is None else cells, 1):
         if cell.get("cell_type") == "markdown":
             for level, text in headings(cell_source(cell)):
                 if level == 1 and title is None:
@@ -302,9 +323,11 @@ def export_cells(path: Path, name: str) -> list[ExportCell]:
         module, append = target(directive, default, at)
         code = "\n".join(["", *lines[1:]])
         body = code.strip("\n")
-        methods = methods_of(code, parse_body(code, at), at)
+        lead = len(code) - len(code.lstrip("\n"))  # body line j is the cell's line lead + j
+        tags = tuple(Line(name, number, lead + j) for j in range(1, len(body.splitlines()) + 1))
+        methods = methods_of(code, parse_body(code, at), at, (name, number))
         origin = Origin(name, title, section)
-        found.append(ExportCell(name, number, module, append, body, origin, methods))
+        found.append(ExportCell(name, number, module, append, body, origin, methods, tags))
     return found
 
 
@@ -323,8 +346,13 @@ def imports_helper(node: ast.stmt) -> bool:
     return isinstance(node, ast.ImportFrom) and any(a.name == ADD_TO_CLASS for a in node.names)
 
 
-def methods_of(code: str, tree: ast.Module, at: str) -> tuple[Method, ...]:
-    """The methods an `@add_to_class` cell adds to classes; () for any other cell."""
+def methods_of(
+    code: str, tree: ast.Module, at: str, home: tuple[str, int] = ("", 0)
+) -> tuple[Method, ...]:
+    """The methods an `@add_to_class` cell adds to classes; () for any other cell.
+
+    `home`: the cell's notebook and number, which the methods' line tags name.
+    """
     functions = [
         node
         for node in tree.body
@@ -343,7 +371,8 @@ def methods_of(code: str, tree: ast.Module, at: str) -> tuple[Method, ...]:
     for node in tree.body:
         if node in imports:
             names = [(alias.name, alias.asname) for alias in node.names]
-            if node.module != HELPERS or node.level or names != [(ADD_TO_CLASS, None)]:
+            helper = node.module in (HELPERS, OLD_HELPERS)
+            if not helper or node.level or names != [(ADD_TO_CLASS, None)]:
                 raise ExportError(
                     f"{at}: line {node.lineno}: import {ADD_TO_CLASS} on a line of its own, "
                     f"`from {HELPERS} import {ADD_TO_CLASS}` (the exporter drops that line)"
@@ -369,7 +398,7 @@ def methods_of(code: str, tree: ast.Module, at: str) -> tuple[Method, ...]:
         for node in functions
         for n in range(node.decorator_list[0].lineno, node.decorator_list[0].end_lineno + 1)
     }
-    return fold_sources(code, tree, functions, drop, at)
+    return fold_sources(code, tree, functions, drop, at, home)
 
 
 def check_method(node: ast.FunctionDef | ast.AsyncFunctionDef, at: str) -> None:
@@ -416,7 +445,12 @@ def string_lines(code: str, tree: ast.Module) -> set[int]:
 
 
 def fold_sources(
-    code: str, tree: ast.Module, functions: list, drop: set[int], at: str
+    code: str,
+    tree: ast.Module,
+    functions: list,
+    drop: set[int],
+    at: str,
+    home: tuple[str, int] = ("", 0),
 ) -> tuple[Method, ...]:
     """Each decorated function with the comments above it, indented for its class's body."""
     lines, verbatim = code.splitlines(), string_lines(code, tree)
@@ -424,17 +458,21 @@ def fold_sources(
     for index, node in enumerate(functions):
         end = len(lines) if index == len(functions) - 1 else node.end_lineno
         text: list[str] = []
+        tags: list[Line | None] = []
         for number in range(start, end + 1):
             line = lines[number - 1]
             if number in drop:
                 continue
             if number in verbatim:
                 text.append(line)
+                tags.append(Line(*home, number))
             elif not line.strip():
                 if text and text[-1] != "":  # at most one blank line in a class body
                     text.append("")
+                    tags.append(Line(*home, number, indented=True))
             else:
                 text.append(INDENT + line)
+                tags.append(Line(*home, number, indented=True))
                 if len(line) <= LINE_LENGTH < len(text[-1]):
                     raise ExportError(
                         f"{at}: line {number} is {len(text[-1])} characters once {node.name} "
@@ -443,8 +481,17 @@ def fold_sources(
                     )
         start = end + 1
         cls = node.decorator_list[0].args[0].id
-        methods.append(Method(cls, node.name, "\n".join(text).strip("\n")))
+        text, tags = strip_blank(text, tags)
+        methods.append(Method(cls, node.name, "\n".join(text), tuple(tags)))
     return tuple(methods)
+
+
+def strip_blank(lines: list[str], tags: list) -> tuple[list[str], list]:
+    """`lines` without empty lines at either end (as `"\\n".join(lines).strip("\\n")`), and
+    their tags with them."""
+    first = next((i for i, line in enumerate(lines) if line), len(lines))
+    last = next((i for i in range(len(lines), 0, -1) if lines[i - 1]), first)
+    return lines[first:last], tags[first:last]
 
 
 def toc_files(root: Path) -> list[str]:
@@ -517,38 +564,52 @@ def fold(cells: list[ExportCell]) -> dict[int, Inserts]:
 
 def render_block(
     cell: ExportCell, inserts: Inserts, previous: tuple[Origin, str] | None
-) -> tuple[str, tuple[Origin, str]]:
-    """One cell's code with the methods that later cells add to its classes, and the markers.
+) -> tuple[list[str], list[Line | None], tuple[Origin, str]]:
+    """One cell's code with the methods that later cells add to its classes, and the markers:
+    its lines, where each comes from, and the last marker written.
 
     `previous` is the last marker written (origin, indent): a top-level piece gets a marker unless
     that is its own at the top level; a method gets one unless the last marker names its origin.
     """
     out: list[str] = []
+    tags: list[Line | None] = []
+
+    def add(lines: list[str], where: Tags | None = None) -> None:
+        out.extend(lines)
+        tags.extend(where if where else [None] * len(lines))  # (no tags: a cell built by hand)
+
     resume = previous != (cell.origin, "")
     for number, line in enumerate(cell.source.splitlines(), start=1):
         if resume and line[:1] not in ("", " ", "\t"):
-            out += cell.origin.marker()
+            add(cell.origin.marker())
             previous, resume = (cell.origin, ""), False
-        out.append(line)
+        add([line], cell.tags[number - 1 : number])
         for origin, method in inserts.get(number, []):
-            out.append("")
+            add([""])
             if previous is None or previous[0] != origin:
-                out += origin.marker(INDENT)
+                add(origin.marker(INDENT))
                 previous = (origin, INDENT)
-            out.append(method.source)
+            add(method.source.splitlines(), method.tags)
         resume = resume or previous != (cell.origin, "")
-    return "\n".join(out), previous
+    return out, tags, previous
 
 
 def top_level_imports(source: str) -> list[ast.stmt]:
     return [n for n in ast.parse(source).body if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
-def without_lines(source: str, drop: set[int]) -> str:
-    """`source` without the lines numbered in `drop`, and with at most two blank lines in a row."""
-    kept = [line for number, line in enumerate(source.splitlines(), 1) if number not in drop]
-    text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(kept))
-    return text.strip("\n")
+def without_lines(cell: ExportCell, drop: set[int]) -> ExportCell:
+    """`cell` without the lines numbered in `drop`, with at most two blank lines in a row and
+    none at either end."""
+    lines, tags = [], []
+    source = cell.source.splitlines()
+    tags_in = cell.tags or (None,) * len(source)  # (a cell built by hand has no tags)
+    for number, (line, tag) in enumerate(zip(source, tags_in, strict=True), 1):
+        if number not in drop and not (line == "" and lines[-2:] == ["", ""]):
+            lines.append(line)
+            tags.append(tag)
+    lines, tags = strip_blank(lines, tags)
+    return replace(cell, source="\n".join(lines), tags=tuple(tags))
 
 
 def hoist_imports(cells: list[ExportCell]) -> tuple[list[ExportCell], bool]:
@@ -562,6 +623,7 @@ def hoist_imports(cells: list[ExportCell]) -> tuple[list[ExportCell], bool]:
     if first is None:  # only methods: `fold` names the missing class
         return cells, False
     moved: list[str] = []
+    moved_tags: list[Line | None] = []
     result = list(cells)
     for index in range(first + 1, len(cells)):
         cell = cells[index]
@@ -569,11 +631,11 @@ def hoist_imports(cells: list[ExportCell]) -> tuple[list[ExportCell], bool]:
             continue
         drop: set[int] = set()
         for node in top_level_imports(cell.source):
-            lines = cell.source.splitlines()[node.lineno - 1 : node.end_lineno]
-            moved += lines
+            moved += cell.source.splitlines()[node.lineno - 1 : node.end_lineno]
+            moved_tags += cell.tags[node.lineno - 1 : node.end_lineno]
             drop.update(range(node.lineno, node.end_lineno + 1))
         if drop:
-            result[index] = replace(cell, source=without_lines(cell.source, drop))
+            result[index] = without_lines(cell, drop)
     result = [cell for cell in result if cell.methods or cell.source.strip()]
     if not moved:
         return cells, False
@@ -582,10 +644,11 @@ def hoist_imports(cells: list[ExportCell]) -> tuple[list[ExportCell], bool]:
     imports = top_level_imports(head.source)
     docstring = tree.body[:1] if ast.get_docstring(tree) is not None else []
     after = (imports or docstring)[-1].end_lineno if (imports or docstring) else 0
-    lines = head.source.splitlines()
+    lines, tags = head.source.splitlines(), list(head.tags)
     gap = [] if imports else [""] * bool(after)  # a blank line after a docstring
     lines[after:after] = gap + moved + ([""] if not imports else [])
-    result[result.index(head)] = replace(head, source="\n".join(lines))
+    tags[after:after] = [None] * len(gap) + moved_tags + ([None] if not imports else [])
+    result[result.index(head)] = replace(head, source="\n".join(lines), tags=tuple(tags))
     return result, True
 
 
@@ -610,6 +673,11 @@ def sort_imports(text: str, at: str) -> str:
 
 def render(cells: list[ExportCell], at: str) -> str:
     """The text of one generated module (`at`: its path, for messages)."""
+    return render_lines(cells, at)[0]
+
+
+def render_lines(cells: list[ExportCell], at: str) -> tuple[str, Tags]:
+    """The text of one generated module, and where each of its lines comes from."""
     notebooks = list(dict.fromkeys(cell.notebook for cell in cells))
     header = [
         *textwrap.wrap(
@@ -619,27 +687,47 @@ def render(cells: list[ExportCell], at: str) -> str:
             break_long_words=False,
             break_on_hyphens=False,
         ),
-        "# Do not edit: edit the notebook's `# export` cells and run `python tools/export.py`.",
+        "# Edit the notebook's `# export` cells and run `python tools/export.py`, or edit here",
+        "# and run `python tools/export.py --update` to write the change back into them.",
     ]
     cells, hoisted = hoist_imports(cells)
     inserts = fold(cells)
-    blocks, previous = [], None
+    lines, tags, previous = [*header, ""], [None] * (len(header) + 1), None
     for index, cell in enumerate(cells):
         if not cell.methods:  # an `@add_to_class` cell lives in its classes' bodies
-            block, previous = render_block(cell, inserts.get(index, {}), previous)
-            blocks.append(block)
-    text = "\n".join(header) + "\n\n" + "\n\n\n".join(blocks) + "\n"
-    return sort_imports(text, at) if hoisted else text
+            if index:  # two blank lines between blocks
+                lines, tags = [*lines, "", ""], [*tags, None, None]
+            block, block_tags, previous = render_block(cell, inserts.get(index, {}), previous)
+            lines, tags = lines + block, tags + block_tags
+    text = "\n".join(lines) + "\n"
+    if not hoisted:
+        return text, tuple(tags)
+    ordered = sort_imports(text, at)  # lines ruff moved or merged lose their origin
+    new_tags: list[Line | None] = [None] * len(ordered.splitlines())
+    matcher = difflib.SequenceMatcher(None, lines, ordered.splitlines(), autojunk=False)
+    for i, j, size in matcher.get_matching_blocks():
+        new_tags[j : j + size] = tags[i : i + size]
+    return ordered, tuple(new_tags)
 
 
-def plan(root: Path) -> dict[Path, str]:
-    """What every generated module should contain, keyed by its path."""
+def plan(root: Path, notebooks: dict[str, list[dict]] | None = None) -> dict[Path, str]:
+    """What every generated module should contain, keyed by its path.
+
+    `notebooks`: the cells of chapters already in memory, by name (`--update`'s edits).
+    """
+    return {path: text for path, (text, _) in plan_lines(root, notebooks).items()}
+
+
+def plan_lines(
+    root: Path, notebooks: dict[str, list[dict]] | None = None
+) -> dict[Path, tuple[str, Tags]]:
+    """`plan`, with where each line of each module comes from."""
     by_module: dict[str, list[ExportCell]] = {}
     for name in chapters(root):
-        for cell in export_cells(root / name, name):
+        for cell in export_cells(root / name, name, (notebooks or {}).get(name)):
             by_module.setdefault(cell.module, []).append(cell)
 
-    expected: dict[Path, str] = {}
+    expected: dict[Path, tuple[str, Tags]] = {}
     for module, cells in by_module.items():
         owner = cells[0].notebook
         if cells[0].append:
@@ -669,7 +757,7 @@ def plan(root: Path) -> dict[Path, str]:
                 f"{where(owner, cells[0].cell)}: {path.relative_to(root)} is hand-written "
                 "(it has no generated header); the exporter will not overwrite it"
             )
-        expected[path] = render(cells, str(path.relative_to(root)))
+        expected[path] = render_lines(cells, str(path.relative_to(root)))
     return expected
 
 
@@ -719,9 +807,172 @@ def write(root: Path) -> list[str]:
     return changes
 
 
+@dataclass(frozen=True)
+class Edit:
+    """A change to write back: lines `first` to `last` of a cell become `lines` (`last` is
+    `first - 1` for an insertion before line `first`)."""
+
+    notebook: str
+    cell: int
+    first: int
+    last: int
+    lines: tuple[str, ...]
+    at: str  # the module and line it comes from, for messages
+
+
+UNMAPPED = (
+    "the change is in lines the exporter writes itself (the header, a marker, the blank lines "
+    "between cells, or imports it merged from several cells): make it in the chapter"
+)
+
+
+def dedent(lines: list[str], rel: str, number: int) -> list[str]:
+    """New lines of a folded method (from the module's line `number` on) as its cell has them:
+    INDENT less."""
+    for offset, line in enumerate(lines):
+        if line.strip() and not line.startswith(INDENT):
+            raise ExportError(
+                f"{rel}, line {number + offset}: a method that a chapter adds with "
+                "@add_to_class keeps the class body's indent; a new top-level definition "
+                "belongs in the chapter"
+            )
+    return [line[len(INDENT) :] if line.strip() else "" for line in lines]
+
+
+def anchor(module: list[str], tags: Tags, i: int) -> tuple[Line, int, list[str], list[str]]:
+    """Where an insertion before the module's line i (0-based) goes.
+
+    The nearest line of a cell above it, across blank lines only (the insertion follows that
+    line, after as many blank lines), or else below it (the insertion precedes it, before as
+    many). Returns that line's tag, the cell line to insert before, and the blank lines to add
+    before and after the insertion; an `ExportError` where no cell is near.
+    """
+    for step in (-1, 1):
+        j, blanks = (i - 1 if step < 0 else i), []
+        while 0 <= j < len(module) and tags[j] is None and module[j] == "":
+            j, blanks = j + step, [*blanks, ""]
+        if 0 <= j < len(module) and (tag := tags[j]) is not None:
+            return (tag, tag.line + 1, blanks, []) if step < 0 else (tag, tag.line, [], blanks)
+    raise ExportError(UNMAPPED)
+
+
+def module_edits(rel: str, expected: str, tags: Tags, actual: str) -> list[Edit]:
+    """The cell edits that turn a module's `expected` text into its `actual` text, or an
+    `ExportError` naming the first change that maps to no cell."""
+    old, new = expected.splitlines(), actual.splitlines()
+    edits = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        at = f"{rel}, line {j1 + 1}"
+        if op == "equal":
+            continue
+        lines = new[j1:j2]
+        if i1 < i2:  # lines replaced or deleted: they must be consecutive lines of one cell
+            span = tags[i1:i2]
+            if any(tag is None for tag in span):
+                raise ExportError(f"{rel}, line {j1 + 1 if j2 > j1 else i1 + 1}: {UNMAPPED}")
+            if len({(tag.notebook, tag.cell) for tag in span}) > 1:
+                raise ExportError(f"{at}: the change spans two cells; make it in the chapter")
+            first, last = span[0], span[-1]
+            if any(tag.indented for tag in span):
+                lines = dedent(lines, rel, j1 + 1)
+            edits.append(Edit(first.notebook, first.cell, first.line, last.line, tuple(lines), at))
+            continue
+        try:
+            tag, before, above, below = anchor(old, tags, i1)
+        except ExportError as error:
+            raise ExportError(f"{at}: {error}") from None
+        lines = above + (dedent(lines, rel, j1 + 1) if tag.indented else lines) + below
+        edits.append(Edit(tag.notebook, tag.cell, before, before - 1, tuple(lines), at))
+    return edits
+
+
+def apply_edits(root: Path, edits: list[Edit]) -> dict[str, dict]:
+    """The chapters that `edits` change, as JSON, with the edits made (nothing written)."""
+    notebooks: dict[str, dict] = {}
+    bottom_up = sorted(edits, key=lambda e: (e.notebook, e.cell, e.first, e.last), reverse=True)
+    for edit in bottom_up:  # (a cell's later lines first, so that earlier numbers still hold)
+        if edit.notebook not in notebooks:
+            path = root / edit.notebook
+            if path.is_symlink():
+                raise ExportError(f"{edit.notebook}: a link; --update writes only real files")
+            notebooks[edit.notebook] = json.loads(path.read_text(encoding="utf-8"))
+        cell = notebooks[edit.notebook]["cells"][edit.cell - 1]
+        source = cell_source(cell)
+        lines = source.splitlines()
+        lines[edit.first - 1 : edit.last] = edit.lines
+        text = "\n".join(lines) + ("\n" if source.endswith("\n") else "")
+        cell["source"] = text.splitlines(keepends=True)
+    return notebooks
+
+
+def first_difference(want: str, got: str) -> int:
+    """The first line (1-based) where two texts differ."""
+    a, b = want.splitlines(), got.splitlines()
+    pairs = enumerate(zip(a, b, strict=False), 1)
+    return next((n for n, (x, y) in pairs if x != y), min(len(a), len(b)) + 1)
+
+
+def update(root: Path) -> list[str]:
+    """Write the changes made in generated modules back into the cells they come from.
+
+    Each module that differs from what its chapters export is compared with that, line by line;
+    each changed run of lines goes into the cell its lines come from (a folded method's INDENT
+    less). Nothing is written unless, with every edit made, the chapters export exactly the
+    modules as they are now; otherwise an `ExportError` names the module's first line that
+    cannot be mapped. Returns one line per cell changed.
+    """
+    planned = plan_lines(root)
+    edits: list[Edit] = []
+    changed: dict[Path, str] = {}
+    for path, (text, tags) in sorted(planned.items()):
+        rel = path.relative_to(root)
+        if not path.exists():
+            raise ExportError(f"{rel}: missing; run `python tools/export.py` to write it")
+        actual = path.read_text(encoding="utf-8")
+        if actual != text:
+            changed[path] = actual
+            edits += module_edits(str(rel), text, tags, actual)
+    if not edits:
+        return []
+    notebooks = apply_edits(root, edits)
+    try:
+        again = plan(root, {name: notebook["cells"] for name, notebook in notebooks.items()})
+    except ExportError as error:
+        raise ExportError(
+            f"{edits[0].at}: written back, the change breaks its chapter: {error}"
+        ) from None
+    for path, (text, _) in sorted(planned.items()):
+        want = changed.get(path, text)
+        if again.get(path) != want:
+            line = first_difference(want, again.get(path, ""))
+            raise ExportError(f"{path.relative_to(root)}, line {line}: this change does not map "
+                              "back onto the chapter's cells; make it in the chapter")  # fmt: skip
+    for name, notebook in sorted(notebooks.items()):
+        write_whole(root / name, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return [f"updated {edit.notebook}, cell {edit.cell} (from {edit.at})"
+            for edit in sorted(edits, key=lambda e: (e.notebook, e.cell, e.first))]  # fmt: skip
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: a temporary file beside it, then a rename."""
+    temporary = path.with_name(f".{path.name}.update-tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 on drift")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="change nothing; exit 1 on drift")
+    mode.add_argument(
+        "--update",
+        action="store_true",
+        help="write changes made in generated modules back into the chapters' cells",
+    )
     parser.add_argument(
         "--root",
         type=Path,
@@ -739,6 +990,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("the package is out of date: run `python tools/export.py`", file=sys.stderr)
                 return 1
             print(f"ok: {len(plan(root))} generated modules match the chapters")
+            return 0
+        if args.update:
+            changes = update(root)
+            print("\n".join(changes) if changes else "nothing to do: no module was changed")
             return 0
         changes = write(root)
         print("\n".join(changes) if changes else "nothing to do: the package matches the chapters")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from export import toc_files
 
-from annotated_transformer.notebook import install_command, repository_address
+from annotated_transformer.book.notebook import install_command, repository_address
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_LINE = "# Opened outside a clone of the book's repository (downloaded, on Colab or Binder)?"

@@ -7,7 +7,8 @@
 
 Nothing here names a module: the pages follow the package. The modules are the generated ones
 (those whose first line is tools/export.py's header; the hand-written `__init__.py`, the command
-line, `notebook.py`, `figures.py`, and the deprecated shims, which warn on import, are left out).
+line, `book/` (what only the chapters use), and the deprecated shims, which warn on import, are
+left out).
 Each subpackage gets a page, the modules beside them share one, and the command line has its own,
 read from `annotated_transformer.cli.build_parser()`. The Reference part of `_toc.yml`, last in the
 book, lists the pages; the tool rewrites that part and nothing above it.
