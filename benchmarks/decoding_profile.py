@@ -17,7 +17,10 @@ float32 and with its linear layers in int8 (`Translator.quantized`). For each it
   products, attention's, softmax, the cache's gathers and appends, the search, the rest), the
   time outside any operator (Python and the search's bookkeeping), and the top operators.
 
-The profiler slows what it watches: its times are shares, the unprofiled run gives the seconds.
+The profiler slows what it watches: its times are shares, the unprofiled runs give the seconds.
+Those are timed in `--rounds` interleaved rounds (each of the four runs once a round), and each
+run's median round is kept, with every round's seconds, so that float32 and int8 are compared as
+the machine was at the same moments.
 """
 
 from __future__ import annotations
@@ -165,46 +168,73 @@ def operator_table(prof: profile, steps: int, seconds: float) -> dict:
     }
 
 
-def measure(model: nn.Module, translate: Callable[[], object]) -> dict:
-    """One unprofiled run (its steps and encoder timed) and one profiled run of `translate`,
-    which translates with `model`."""
-    translate()  # warm up: the first call pays for allocations
+def timed(model: nn.Module, translate: Callable[[], object]) -> tuple[float, dict]:
+    """One unprofiled run of `translate`, which translates with `model`: its seconds, and its
+    steps and encoder timed (`Steps.summary`)."""
     with Steps(model) as steps:
         start = time.perf_counter()
         translate()
         seconds = time.perf_counter() - start
+    return seconds, steps.summary(seconds)
+
+
+def profiled(translate: Callable[[], object]) -> dict:
+    """One run of `translate` under `torch.profiler`: its seconds and its operators per step."""
     with Steps() as counted, profile(activities=[ProfilerActivity.CPU]) as prof:
-        profiled_start = time.perf_counter()
+        start = time.perf_counter()
         translate()
-        profiled = time.perf_counter() - profiled_start
-    table = operator_table(prof, len(counted.calls), profiled)
-    return {"seconds": round(seconds, 3), "profiled_seconds": round(profiled, 3),
-            **steps.summary(seconds), **table}  # fmt: skip
+        seconds = time.perf_counter() - start
+    return {"profiled_seconds": round(seconds, 3),
+            **operator_table(prof, len(counted.calls), seconds)}  # fmt: skip
+
+
+def measure(runs: dict[str, tuple[nn.Module, Callable[[], object]]], rounds: int) -> dict:
+    """Each run warmed up, then timed in `rounds` interleaved rounds (so that a machine that
+    slows down slows every run alike), its median round kept; then each run profiled once."""
+    for _, translate in runs.values():
+        translate()  # warm up: the first call pays for allocations
+    found: dict[str, list[tuple[float, dict]]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (model, translate) in runs.items():
+            found[name].append(timed(model, translate))
+    results = {}
+    for name, (_, translate) in runs.items():
+        seconds, summary = sorted(found[name], key=lambda pair: pair[0])[(rounds - 1) // 2]
+        every = [round(s, 3) for s, _ in found[name]]
+        results[name] = {"seconds": round(seconds, 3), "rounds_seconds": every, **summary,
+                         **profiled(translate)}  # fmt: skip
+    return results
 
 
 def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     torch.set_num_threads(1)  # one worker's thread
     translator = open_translator(device="cpu", reads=PYTORCH)
     pairs = read_split(args.split, args.data_dir)[: args.limit]
     sources = translator.encode([s for s, _ in pairs])
-    results = {}
+    runs = {}
     for kind, model in (("float32", translator.model),
                         ("int8", translator.quantized("int8").model)):  # fmt: skip
         for beam, how in ((1, "greedy"), (4, "beam 4")):
-            run = partial(translate_ids, model, sources, translator.tgt_vocab,
-                          max_len=translator.config.model.max_len,
-                          max_tokens=translator.max_tokens, beam_size=beam, workers=1)  # fmt: skip
-            found = results[f"{kind}, {how}"] = measure(model, run)
-            print(
-                f"{kind}, {how}: {len(sources) / found['seconds']:.1f} sentences/s, "
-                f"{found['steps']} steps, {found['fixed_ms_per_step']} ms fixed per step"
-            )
-            for group, row in found["groups"].items():
-                print(f"  {group:<44} {row['ms_per_step']:8.3f} ms/step {row['share']:6.1%}")
+            runs[f"{kind}, {how}"] = (model, partial(
+                translate_ids, model, sources, translator.tgt_vocab,
+                max_len=translator.config.model.max_len, max_tokens=translator.max_tokens,
+                beam_size=beam, workers=1))  # fmt: skip
+    results = measure(runs, args.rounds)
+    for name, found in results.items():
+        print(
+            f"{name}: {len(sources) / found['seconds']:.1f} sentences/s (median of "
+            f"{found['rounds_seconds']} s), {found['steps']} steps, "
+            f"{found['fixed_ms_per_step']} ms fixed per step"
+        )
+        for group, row in found["groups"].items():
+            print(f"  {group:<44} {row['ms_per_step']:8.3f} ms/step {row['share']:6.1%}")
     report = {"benchmark": "decoding_profile", "command": command("decoding_profile.py", argv),
               "split": args.split, "sentences": len(sources), "threads": 1, "workers": 1,
-              "max_tokens": translator.max_tokens, "device": describe_device(torch.device("cpu")),
-              "results": results, "versions": versions(), "date": now()}  # fmt: skip
+              "rounds": args.rounds, "max_tokens": translator.max_tokens,
+              "device": describe_device(torch.device("cpu")), "results": results,
+              "versions": versions(), "date": now()}  # fmt: skip
     write_report(report, args.output)
     return 0
 
@@ -214,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="test2016")
     parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timed rounds, interleaved; the median kept (3)"
+    )
     parser.add_argument("--output", help="write the results as JSON here")
     return parser
 

@@ -12,10 +12,11 @@ from annotated_transformer.decoding.cache import fused_step
 
 def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path, capsys):
     out = tmp_path / "profile.json"
-    argv = ["--data-dir", str(data_dir), "--limit", "6", "--output", str(out)]
+    argv = ["--data-dir", str(data_dir), "--limit", "6", "--rounds", "2", "--output", str(out)]
     assert decoding_profile.main(argv) == 0
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding_profile" and record["sentences"] == 6
+    assert record["rounds"] == 2
     assert record["threads"] == record["workers"] == 1
     assert list(record["results"]) == ["float32, greedy", "float32, beam 4", "int8, greedy",
                                        "int8, beam 4"]  # fmt: skip
@@ -27,10 +28,23 @@ def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path
         assert 0 < found["encoder_seconds"] + found["step_seconds"] < found["seconds"]
         assert found["searches"] >= 1 and 0 <= found["continuous_batching_bound"] < 1
         assert len(found["top_operators"]) == 12
+        assert len(found["rounds_seconds"]) == 2 and found["seconds"] == min(
+            found["rounds_seconds"]
+        )
     linear = "linear layers' matrix products"
     assert record["results"]["int8, greedy"]["groups"][linear]["ms_per_step"] > 0  # int8's kernel
     assert batched.fused_step is fused_step  # the watch is taken off
     assert "float32, greedy:" in capsys.readouterr().out
+
+
+def test_rounds_below_one_are_one_line(data_dir, tmp_path, capsys):
+    out = tmp_path / "profile.json"
+    argv = ["--data-dir", str(data_dir), "--rounds", "0", "--output", str(out)]
+    assert decoding_profile.main(argv) == 1
+    assert capsys.readouterr().err == (
+        "decoding_profile.py: error: --rounds must be at least 1, got 0\n"
+    )
+    assert not out.exists()
 
 
 def test_steps_counts_each_search_and_fits_the_fixed_cost():
