@@ -693,12 +693,13 @@ def render_lines(cells: list[ExportCell], at: str) -> tuple[str, Tags]:
     cells, hoisted = hoist_imports(cells)
     inserts = fold(cells)
     lines, tags, previous = [*header, ""], [None] * (len(header) + 1), None
+    blocks = 0
     for index, cell in enumerate(cells):
         if not cell.methods:  # an `@add_to_class` cell lives in its classes' bodies
-            if index:  # two blank lines between blocks
+            if blocks:  # two blank lines between blocks
                 lines, tags = [*lines, "", ""], [*tags, None, None]
             block, block_tags, previous = render_block(cell, inserts.get(index, {}), previous)
-            lines, tags = lines + block, tags + block_tags
+            lines, tags, blocks = lines + block, tags + block_tags, blocks + 1
     text = "\n".join(lines) + "\n"
     if not hoisted:
         return text, tuple(tags)
