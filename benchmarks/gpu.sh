@@ -31,12 +31,13 @@
 #   wheels    (before `chapters`) installs the wheels of the folder named after OUT into
 #             /tmp/site-chapters, which stays while the machine is warm: see "The chapters" below
 #   chapters  the chapters under the full profile with tools/run_chapters.py (plain `exec`, no
-#             Jupyter), each chapter's time added to results/chapters-full-cuda.json; arguments
-#             after OUT name the chapters (default: every chapter but the three that train longer
-#             than a call: engineering (the base preset, 40 epochs), subwords and table3 (the
-#             grid), and the three that need packages not carried: serving (CTranslate2,
-#             transformers), tryit (ONNX, Node.js), appendix_files (transformers)); $SECONDS_CAP
-#             caps the call (default 540 s: the record keeps the chapters that finished)
+#             Jupyter, each chapter in a process of its own), each chapter's time added to
+#             results/chapters-full-cuda.json; arguments after OUT name the chapters (default:
+#             every chapter but two that need what the device lacks: serving (CTranslate2's
+#             wheel) and tryit (Node.js)); chapters the record holds clean for the same chapter
+#             and package code are skipped (--skip-clean), so each call goes on where the last
+#             stopped; $SECONDS_CAP caps the call (default 540 s: the record keeps the chapters
+#             that finished; a chapter that trains stops at the cap as at any SIGTERM)
 #   table3    Table 3's grid under the full profile (the small preset, 2,600 steps a row, ten
 #             validations; the base row with seeds 0, 1 and 2) as $JOBS processes on the one GPU
 #             (default 6), into results/variations-full-cuda/, which the chapters "Table 3" and
@@ -56,25 +57,29 @@
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
 #
-# The chapters import what the device's Python lacks: IPython, matplotlib, matplotlib-inline and
-# altair (charts are built, never drawn: vl-convert is not needed) and spaCy (the word tokenizer).
-# Their wheels, about 100 MB, exceed one call's 64 MiB, so they travel in two folders, each
-# installed by its own call of `wheels` (the machine must stay warm until `chapters` runs):
+# The chapters import what the device's Python lacks: IPython, altair, nbformat and pooch (12 MB
+# with their needs; matplotlib is there), spaCy (the word tokenizer, 60 MB with its needs), ruff
+# (the appendix "How the package is built" exports the package) and vl-convert-python (the
+# attention explorer's offline page). With the working tree (28 MB) a call carries at most 36 MB,
+# so they travel in four calls, one after the other within the machine's 30 s (on 2026-11-29 the
+# three `wheels` calls took 1.5 s each, and the machine's start 35 s):
 #
 #   W="pip download --only-binary=:all: --python-version 3.12 --implementation cp \
-#      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
-#   $W -d .gpu-spacy spacy && rm .gpu-spacy/numpy-* .gpu-spacy/tqdm-*            # about 60 MB
-#   # with the working tree (24 MB) that is over 64 MiB: spaCy's own wheel (35 MB) apart
-#   mkdir .gpu-spacy2 && find .gpu-spacy -name '*.whl' ! -name 'spacy-[0-9]*' -exec mv {} .gpu-spacy2 \;
-#   $W -d .gpu-plots ipython matplotlib matplotlib-inline altair nbformat && rm .gpu-plots/numpy-*  # 36 MB
+#      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+#      --platform manylinux_2_17_x86_64 --platform manylinux_2_27_x86_64"
+#   $W -d .gpu/whl pooch platformdirs ipython matplotlib-inline altair nbformat   # then remove
+#   $W -d .gpu-spacy2 spacy ruff==0.17.6 && mkdir .gpu-spacy && mv .gpu-spacy2/spacy-3* .gpu-spacy/
+#   $W --no-deps -d .gpu-vl vl-convert-python
 #   echo /.gpu-spacy/ >> .git/info/exclude; echo /.gpu-spacy2/ >> .git/info/exclude
-#   echo /.gpu-plots/ >> .git/info/exclude
+#   echo /.gpu-vl/ >> .git/info/exclude
 #
-# then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels .gpu-spacy`; carry
-# [".gpu-spacy2"], `bash benchmarks/gpu.sh wheels .gpu-spacy2`; carry [".gpu", ".gpu-plots"],
-# `bash benchmarks/gpu.sh wheels .gpu-plots && bash benchmarks/gpu.sh chapters $OUT`; later calls
-# carry [".gpu"] only. Each call within 30 s of the last, or the machine (and what the calls
-# installed) goes back.
+# and from both folders of wheels remove those the device has (numpy, tqdm, requests, jinja2,
+# packaging, setuptools, typer, click, rich, pygments, markdown-it-py, certifi, idna, urllib3,
+# charset-normalizer, typing-extensions, h11, httpx, httpcore, anyio, wrapt, psutil, attrs,
+# narwhals, markupsafe). Then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels
+# .gpu-spacy`; carry [".gpu-spacy2"], `... wheels .gpu-spacy2`; carry [".gpu-vl"], `... wheels
+# .gpu-vl`; carry [".gpu"], `bash benchmarks/gpu.sh chapters $OUT`. A call more than 30 s after
+# the last finds a fresh machine, without what the earlier calls installed.
 set -euo pipefail
 usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding|wmt OUT"
 step=${1:?$usage}
@@ -135,13 +140,13 @@ base)
     ;;
 chapters)
     if [ "$#" -eq 0 ]; then
-        set -- $(ls book/*.ipynb | grep -v -e engineering -e subwords -e table3 -e serving \
-            -e tryit -e appendix_files)
+        set -- $(ls book/*.ipynb | grep -v -e serving -e tryit)
     fi
     log "the chapters under the full profile: $*"
     status=0
     ANNOTATED_TRANSFORMER_PROFILE=full timeout -s TERM "${SECONDS_CAP:-540}" python3 \
-        tools/run_chapters.py --record results/chapters-full-cuda.json "$@" || status=$?
+        tools/run_chapters.py --record results/chapters-full-cuda.json --skip-clean "$@" \
+        || status=$?
     log "run_chapters exited with status $status (1: a chapter failed; 124: stopped at the cap)"
     cp results/chapters-full-cuda.json "$out/"
     ;;

@@ -153,7 +153,7 @@ def test_the_gpu_script_has_every_step_of_part_two():
     script = (ROOT / "benchmarks" / "gpu.sh").read_text()
     for step in ("bench", "ddp", "base", "wheels", "chapters", "table3", "decoding"):
         assert f"\n{step})" in script or f'"$step" = {step}' in script, step
-    assert "tools/run_chapters.py --record results/chapters-full-cuda.json" in script
+    assert "tools/run_chapters.py --record results/chapters-full-cuda.json --skip-clean" in script
     assert "--results results/variations-full-cuda" in script
 
 

@@ -1,16 +1,24 @@
 """Run chapters' code cells with plain `exec`, no Jupyter: the full profile's branches in CI and
 the chapters on a bare GPU machine (`benchmarks/gpu.sh chapters`).
 
-    python tools/run_chapters.py [--upto-branch] [--record FILE] book/attention.ipynb ...
+    python tools/run_chapters.py [--upto-branch] [--record FILE [--skip-clean]] book/a.ipynb ...
 
-Each chapter's code cells run in order in one fresh namespace, with the working directory at the
-chapter's folder (as under Jupyter). A cell's last expression is not displayed; what a cell prints
-goes to standard output. With `--upto-branch` a chapter stops after its last cell that branches on
-the profile (`profile.pick(...)`, `profile.quick`): what comes later runs the same code in every
-profile. `--record FILE` writes, per chapter, the cells run, the seconds taken (in all and per
-code cell), and the error (a traceback) if one stopped it, as JSON, under the machine, profile and
-command; chapters that FILE already holds for the same device and profile stay. The exit status
-is 1 if any chapter failed.
+Each chapter's code cells run in order in a fresh Python process of their own (as a notebook
+runs in its own kernel: a chapter that adds methods to the package's classes, as the appendices'
+`add_to_class` cells do, leaves the next chapter's package untouched), in one namespace, with the
+working directory at the chapter's folder (as under Jupyter). A cell's last expression is not
+displayed; what a cell prints goes to standard output. With `--upto-branch` a chapter stops
+after its last cell that branches on the profile (`profile.pick(...)`, `profile.quick`): what
+comes later runs the same code in every profile.
+
+`--record FILE` writes, per chapter, the cells run, the seconds taken (in all and per code cell),
+the error (a traceback) if one stopped it, and the `source` it ran (a fingerprint of the chapter
+and of the package's code), as JSON, under the machine, profile and command. Chapters that FILE
+already holds for the same device and profile stay, and so do its `reasons` (a chapter's name and
+why it has no clean time yet, written by whoever ran the calls) until the chapter runs clean.
+`--skip-clean` skips the chapters FILE holds clean for the same source, so that on a GPU lent in
+short calls each call goes on where the last one stopped. The exit status is 1 if any chapter
+failed.
 
 With `ANNOTATED_TRANSFORMER_TINY=DIR` set, the chapters run the full profile at a tiny scale and
 write into DIR (see the appendix "How the package is built").
@@ -19,10 +27,13 @@ write into DIR (see the appendix "How the package is built").
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -70,6 +81,30 @@ def run_chapter(chapter: Path, upto_branch: bool = False) -> dict:
             "cell_seconds": each}  # fmt: skip
 
 
+def run_isolated(chapter: Path, upto_branch: bool = False) -> dict:
+    """`run_chapter` in a fresh Python process; a process that dies first is recorded as such."""
+    with tempfile.TemporaryDirectory() as scratch:
+        outcome = Path(scratch) / "outcome.json"
+        command = [sys.executable, __file__, "--outcome", str(outcome), str(chapter)]
+        started = time.monotonic()
+        done = subprocess.run([*command, *(["--upto-branch"] if upto_branch else [])])
+        if outcome.exists():
+            return json.loads(outcome.read_text(encoding="utf-8"))
+    seconds = round(time.monotonic() - started, 1)
+    error = f"the chapter's process ended with status {done.returncode} before it finished"
+    return {"cells": len(code_cells(chapter)), "done": 0, "seconds": seconds, "error": error,
+            "cell_seconds": []}  # fmt: skip
+
+
+def fingerprint(chapter: Path) -> str:
+    """A SHA-256 of the chapter and of the package's source, cut to 16 digits."""
+    digest = hashlib.sha256(chapter.read_bytes())
+    package = Path(__file__).resolve().parent.parent / "src" / "annotated_transformer"
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _close_figures() -> None:
     """Free the chapter's matplotlib figures, if it drew any."""
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -85,16 +120,31 @@ def main(argv: list[str] | None = None) -> int:
         help="stop after each chapter's last cell that branches on the profile",
     )  # fmt: skip
     parser.add_argument("--record", type=Path, help="write each chapter's outcome here (JSON)")
+    parser.add_argument(
+        "--skip-clean", action="store_true",
+        help="skip the chapters that --record holds clean for the same chapter and package code",
+    )  # fmt: skip
+    parser.add_argument("--outcome", type=Path, help=argparse.SUPPRESS)  # run_isolated's child
     args = parser.parse_args(argv)
     os.environ.setdefault("MPLBACKEND", "Agg")
+    if args.outcome:  # one chapter, in the process run_isolated started for it
+        outcome = run_chapter(args.chapters[0], args.upto_branch)
+        args.outcome.write_text(json.dumps(outcome), encoding="utf-8")
+        return 0
     record = _start_record(args.record, argv)
     failed = []
     for chapter in args.chapters:
-        outcome = run_chapter(chapter, args.upto_branch)
+        source, earlier = fingerprint(chapter), record["chapters"].get(chapter.name, {})
+        if args.skip_clean and earlier.get("source") == source and earlier.get("error") is None:
+            print(f"{chapter.name}: recorded clean for this source, skipped", flush=True)
+            continue
+        outcome = {**run_isolated(chapter, args.upto_branch), "source": source}
         record["chapters"][chapter.name] = outcome
         status = "ok" if outcome["error"] is None else "FAILED"
         if outcome["error"] is not None:
             failed.append(chapter.name)
+        else:
+            record["reasons"].pop(chapter.name, None)
         print(f"{chapter.name}: {outcome['done']}/{outcome['cells']} code cells, "
               f"{outcome['seconds']} s, {status}", flush=True)  # fmt: skip
         if args.record:  # after each chapter: a run cut short keeps what it measured
@@ -122,7 +172,8 @@ def _start_record(path: Path | None, argv: list[str] | None) -> dict:
     }  # fmt: skip
     earlier = json.loads(path.read_text(encoding="utf-8")) if path and path.exists() else {}
     same = all(earlier.get(key) == header[key] for key in ("profile", "device"))
-    return {**header, "chapters": earlier.get("chapters", {}) if same else {}}
+    kept = {key: earlier.get(key, {}) if same else {} for key in ("chapters", "reasons")}
+    return {**header, **kept}
 
 
 if __name__ == "__main__":
