@@ -52,7 +52,10 @@
 #             one 8-minute call with JOBS=12 on an H200: results/gpu-calls-h200.log)
 #   decoding  benchmarks/decoding.py with the shipped model (no training needed): 2 min
 #   wmt       the WMT-shaped step alone (every change of issue 49's part 1 on and off, plain and
-#             compiled) with the 20 kernels that take the most time: 3 min
+#             compiled, and compiled with CUDA graphs and with max-autotune, each with the spread
+#             of its steps) with the 20 kernels that take the most time: 3 min before the two
+#             modes were added; max-autotune's tuning has not been timed yet, so give the step a
+#             call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit)
 #
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT

@@ -27,8 +27,8 @@ from common import command, now, run_main, versions, write_report
 import annotated_transformer.decoding.batched as batched
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding.cache import decode_step
+from annotated_transformer.decoding.decoding_checks import SEARCHES
 from annotated_transformer.decoding.search import beam_search
-from annotated_transformer.decoding.simple import SEARCHES
 from annotated_transformer.evaluation.scores import bleu
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.training.measure import timed

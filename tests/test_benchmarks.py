@@ -359,6 +359,7 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     result = record["results"]["ours"]
     assert result["peak_step_memory_mb"] > 0
     seconds = result["seconds_per_step"]
+    assert all(r["spread"][0] <= r["seconds_per_step"] <= r["spread"][1] for r in results.values())
     assert result["hours_to_100k_steps"] == round(seconds * 100_000 / 3600, 2)
     assert result["tokens_per_second"] == round(120 / seconds, 1)
     assert 0 < result["model_flops_utilization"] < 1.5
@@ -368,6 +369,25 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     assert err.strip().splitlines()[-1].endswith("--vocab must exceed the 4 special ids, got 3")
     assert wmt_throughput.main(["--layers", "0", "--device", "cpu"]) == 1
     assert capsys.readouterr().err.strip().endswith("--layers must be at least 1, got 0")
+
+
+def test_the_wmt_benchmark_compiles_with_each_mode_and_times_cuda_modes_on_cuda_only(monkeypatch):
+    import wmt_throughput
+
+    calls = []
+    monkeypatch.setattr(wmt_throughput.torch, "compile", lambda model, **how: calls.append(how))
+    by_name = {variant.name: variant for variant in wmt_throughput.VARIANTS}
+    model = torch.nn.Linear(2, 2)
+    for name in ("ours + torch.compile, CUDA graphs", "ours + torch.compile, max-autotune",
+                 "varied lengths + torch.compile"):  # fmt: skip
+        wmt_throughput.compiled(model, by_name[name])
+    assert calls == [{"mode": "reduce-overhead"}, {"mode": "max-autotune"},
+                     {"dynamic": True, "mode": None}]  # fmt: skip
+    assert wmt_throughput.compiled(model, by_name["ours"]) is model
+    on_cuda_only = [v.name for v in wmt_throughput.VARIANTS if v.mode in wmt_throughput.CUDA_MODES]
+    assert on_cuda_only == ["ours + torch.compile, CUDA graphs",
+                            "ours + torch.compile, max-autotune",
+                            "varied lengths, buckets + torch.compile, CUDA graphs"]  # fmt: skip
 
 
 def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, capsys):

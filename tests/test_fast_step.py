@@ -24,7 +24,7 @@ PACKAGE = str(Path(annotated_transformer.__file__).parent)
 READS = ("item", "__float__", "__int__", "__bool__", "tolist")  # each waits for the device
 # The loss's check of its targets reads them only on the CPU (no device to wait for); on CUDA it
 # checks them on the device (torch._assert_async).
-ON_THE_HOST = {"_check_target"}
+ON_THE_HOST = {"check_target"}
 
 
 @pytest.fixture

@@ -53,10 +53,22 @@ def layer(module: str) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """The package modules `path` imports, at its top or inside functions."""
+    """The package modules `path` imports, at its top or inside functions; not those under
+    `if TYPE_CHECKING:`, which never run (names for annotations only)."""
     found = set()
     known = modules()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    unrun = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if id(node) in unrun:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -18,7 +18,7 @@ import torch
 
 from annotated_transformer import cli
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, Vocab, read_json
-from annotated_transformer.decoding import search, simple
+from annotated_transformer.decoding import decoding_checks, search, simple
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.model.masks import padding_mask
 from annotated_transformer.model.transformer import ModelConfig, build_model
@@ -63,7 +63,7 @@ def one_error(capsys: pytest.CaptureFixture, status: int, message: str, *argv: s
 def test_the_command_line_bounds_are_the_packages():
     from annotated_transformer.runs.presets import TRAIN_SETTINGS
 
-    assert cli.MAX_ALPHA == simple.MAX_ALPHA
+    assert cli.MAX_ALPHA == decoding_checks.MAX_ALPHA
     assert cli.LARGEST_INT == LARGEST_INT == torch.iinfo(torch.int64).max
     assert cli.MAX_TOKENS == TRAIN_SETTINGS["max_tokens"].high
 

@@ -145,7 +145,8 @@ def test_the_configuration_and_the_help_load_no_torch() -> None:
 def test_the_parameter_count_by_formula_is_the_models() -> None:
     import torch
 
-    from annotated_transformer.model.config import ModelConfig, parameter_count
+    from annotated_transformer.model.config import ModelConfig
+    from annotated_transformer.model.model_checks import parameter_count
     from annotated_transformer.model.transformer import build_model, count_parameters
 
     for config in (

@@ -561,7 +561,8 @@ def test_a_bad_setting_is_refused_the_same_from_python_set_and_config_json(
 def test_every_setting_has_its_rule_and_values_are_stored_in_their_type():
     from dataclasses import fields
 
-    from annotated_transformer.model.config import MODEL_SETTINGS, ModelConfig
+    from annotated_transformer.model.config import ModelConfig
+    from annotated_transformer.model.model_checks import MODEL_SETTINGS
     from annotated_transformer.runs.presets import TRAIN_SETTINGS
 
     assert set(MODEL_SETTINGS) == {f.name for f in fields(ModelConfig)}

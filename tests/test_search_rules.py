@@ -13,8 +13,9 @@ import torch
 from test_decoding import END, PAD, START, peaked, sources
 
 import annotated_transformer.decoding.search as search_module
+from annotated_transformer.decoding.decoding_checks import SEARCHES
 from annotated_transformer.decoding.search import beam_search
-from annotated_transformer.decoding.simple import SEARCHES, simple_beam_search
+from annotated_transformer.decoding.simple import simple_beam_search
 from annotated_transformer.model.masks import padding_mask
 
 

@@ -122,10 +122,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Learn the shared BPE and write the training shard of a WMT 2014 download, once: what
     `train` reads (and, in a single process, writes itself when it is missing)."""
     from annotated_transformer.data import shards, wmt14
-    from annotated_transformer.data.bpe import check_vocab_size
+    from annotated_transformer.data.bpe import BYTES, SPECIALS
+    from annotated_transformer.data.data_checks import check_vocab_size
 
     try:
-        check_vocab_size(args.vocab_size)
+        check_vocab_size(args.vocab_size, SPECIALS, BYTES)
     except InputError as error:  # (a usage mistake, as the parser's own)
         raise UsageError(f"--vocab-size {args.vocab_size}: {error}") from None
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()

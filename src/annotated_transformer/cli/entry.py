@@ -72,7 +72,7 @@ def _check_paths_and_stdout(args: argparse.Namespace) -> None:
     results, all but train) a standard output that is open and not /dev/full or a full disk."""
     check_text_is_utf8(args)
     if getattr(args, "keep_greedy", False) and getattr(args, "search", None) == "t2t":
-        from annotated_transformer.decoding.simple import check_search
+        from annotated_transformer.decoding.decoding_checks import check_search
 
         check_search(args.search, args.keep_greedy)  # (options that do not go together: exit 2)
     for name in OUTPUTS:

@@ -24,7 +24,7 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 _END_OF_INPUT = object()  # what the reader of standard input sends after the last line
 CHUNK_LINES = 500  # `translate --chunk`: lines read, translated and written at a time
 # The longest line read: 64 characters for each of the 65,536 positions of the longest model
-# (model.transformer.MAX_POSITIONS, not imported: it needs torch). Longer, a line is refused
+# (model.model_checks.MAX_POSITIONS, not imported here). Longer, a line is refused
 # before the rest of it is read; `translate` refuses shorter ones by the model's own max_len.
 LONGEST_LINE = 64 * 65_536
 

@@ -122,8 +122,7 @@ def _check_fits(config, device: str | None) -> None:
     """Before any data is read: refuse a model whose training state (16 bytes a parameter:
     weight, gradient, Adam's two moments) cannot fit the memory of the device it would train on.
     The vocabularies, not read yet, count as empty; `build_model` checks again with them."""
-    from annotated_transformer.model.config import TRAINING_BYTES
-    from annotated_transformer.model.transformer import check_fits_device
+    from annotated_transformer.model.model_checks import TRAINING_BYTES, check_fits_device
     from annotated_transformer.util.device import default_device
 
     check_fits_device(config.model, default_device(device), TRAINING_BYTES)

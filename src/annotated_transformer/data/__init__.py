@@ -13,6 +13,9 @@
   scale").
 - `shards`: a BPE learned from files on disk, token ids on disk as memory maps, a `Dataset`
   over them ("At the paper's scale").
+- `data_checks`: what a byte-pair vocabulary's size, the copy task's sizes and a vocabulary's
+  tokens must be (appendix "How the package is built: settings, profiles and errors"); the
+  modules above import it.
 
 It imports only `model` (for the masks) and `util`.
 """

@@ -6,6 +6,9 @@
 - `search`: cached batched greedy decoding and beam search with the length penalty, proven
   equal to the simple searches ("Fast decoding").
 - `batched`: many encoded sentences translated in length-sorted batches ("A real-world example").
+- `decoding_checks`: beam search's settings and stopping rules, greedy decoding's arguments
+  (appendix "How the package is built: settings, profiles and errors"); the modules above
+  import it.
 
-It imports `model`, `data` and `util`.
+It imports `model`, `data`, `util`, and from `runs` the largest length penalty (`MAX_ALPHA`).
 """

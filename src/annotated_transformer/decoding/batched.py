@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from annotated_transformer.decoding.cache import fused_step
+from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
 from annotated_transformer.decoding.search import beam_search, greedy_decode
-from annotated_transformer.decoding.simple import check_beam_settings, check_search
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.model.masks import padding_mask
 from annotated_transformer.util.errors import InputError

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.decoding.cache import decode_step, start_cache
-from annotated_transformer.decoding.simple import check_beam_settings, check_search
+from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
 from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util.errors import InputError
 
@@ -195,7 +195,7 @@ class _Beams:
     lane_at: Tensor  # (b,): the beam that holds the greedy prefix, or OWN, or NONE
     greedy: Tensor  # (b,): log P of the greedy prefix
     own: Tensor  # (g,): the sentences whose greedy lane has a row of its own
-    search: str = "k-finished"  # the stopping rule, one of `decoding.simple.SEARCHES`
+    search: str = "k-finished"  # the stopping rule, one of `decoding.decoding_checks.SEARCHES`
     worst: Tensor | None = None  # (b,): the lowest score among each one's k best finished
 
     def finish(self, i: int, score: float, ids: list[int], t: int) -> None:

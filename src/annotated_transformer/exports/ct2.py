@@ -31,8 +31,8 @@ from tqdm import tqdm
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.vocab import Vocab
 from annotated_transformer.decoding.batched import EXTRA_LENGTH
+from annotated_transformer.decoding.decoding_checks import check_beam_settings
 from annotated_transformer.decoding.search import length_penalty
-from annotated_transformer.decoding.simple import check_beam_settings
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.translator import (
     Translator,

@@ -7,6 +7,8 @@
 - `encoder_decoder`: the encoder–decoder and the generator, §3 ("The architecture").
 - `transformer`: `ModelConfig`, `build_model`, `make_model`, `count_parameters` ("The full model").
 - `complexity`: Table 1 as code ("Why self-attention").
+- `model_checks`: what the settings and the layers refuse, and the parameter count by formula
+  (appendix "How the package is built"); the modules above import it.
 
 Nothing here imports another layer of the package.
 """

@@ -24,6 +24,8 @@
   and compile checked ("How the package is built: files, downloads and records").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
+- `training_checks`: the arguments of the schedule, the loss, a step and an average (appendix
+  "How the package is built: settings, profiles and errors"); the modules above import it.
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it
   fast"); the benchmarks in `benchmarks/` use them too.
 

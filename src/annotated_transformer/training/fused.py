@@ -27,7 +27,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from annotated_transformer.model.attention import MultiHeadedAttention
+from annotated_transformer.model.model_checks import check_attention_inputs
 from annotated_transformer.training.label_smoothing import LabelSmoothing
+from annotated_transformer.training.training_checks import check_loss_inputs
 from annotated_transformer.util.errors import InputError
 
 
@@ -86,7 +88,7 @@ class FastMultiHeadedAttention(MultiHeadedAttention):
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
     ) -> Tensor:  # fmt: skip
         """(B, T_q, d_model), (B, T_k, d_model), (B, T_k, d_model) -> (B, T_q, d_model)."""
-        mask = self._check_inputs(query, key, value, mask)  # the reference's checks
+        mask = check_attention_inputs(self, query, key, value, mask)  # the reference's checks
         B, T_q, T_k = query.size(0), query.size(1), key.size(1)
         q, k, v = self._project(query, key, value)
         q = q.view(B, T_q, self.h, self.d_k).transpose(1, 2)  # (B, h, T_q, d_k)
@@ -202,7 +204,7 @@ class LabelSmoothingFromLogits(LabelSmoothing):
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         """The smoothed loss of `logits` (..., V) against `target` (...), over real tokens."""
-        self._check_inputs(logits, target)
+        check_loss_inputs(self, logits, target)
         other = self.smoothing / (self.size - 2) if self.smoothing > 0 else 0.0
         chunk = self.chunk or max(1, target.numel())
         return _SmoothedCrossEntropy.apply(
