@@ -133,7 +133,7 @@ def time_steps(config: ModelConfig, batches: list, args, device, variant: Varian
     peak = peak_step_memory(step, device)
     flops = statistics.mean(count_flops(model, b, criterion).get_total_flops() for b in batches)
     r = {"seconds_per_step": statistics.median(seconds), "flops_per_step": round(flops),
-         "spread": [round(min(seconds), 6), round(max(seconds), 6)],
+         "spread": [min(seconds), max(seconds)],
          "peak_step_memory_mb": round(peak / 2**20, 1),
          "shapes": len({(b.src.size(1), b.tgt_in.size(1)) for b in inputs})}  # fmt: skip
     if variant.compile:

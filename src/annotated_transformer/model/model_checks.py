@@ -25,7 +25,6 @@ from annotated_transformer.util.settings import Setting, SettingError, check_set
 
 if TYPE_CHECKING:  # names for the annotations only
     import torch
-    from torch import Tensor
 
     from annotated_transformer.model.attention import MultiHeadedAttention
     from annotated_transformer.model.config import ModelConfig
@@ -148,7 +147,7 @@ def check_fits_device(
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "The input checks of attention, masks and positions".
-def check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
+def check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
     """Raise a clear error unless query, key and value fit together, as `attention` needs."""
     if key.size(-1) != query.size(-1) or key.size(-2) != value.size(-2):
         raise InputError(
@@ -157,7 +156,7 @@ def check_shapes(query: Tensor, key: Tensor, value: Tensor) -> None:
         )
 
 
-def check_mask(mask: Tensor, shape: tuple[int, ...], names: str) -> None:
+def check_mask(mask: torch.Tensor, shape: tuple[int, ...], names: str) -> None:
     """Raise a clear error unless `mask` is bool and broadcasts to `shape`, described by `names`."""
     import torch
 
@@ -186,8 +185,12 @@ def check_heads(h: int, d_model: int, d_k: int | None, d_v: int | None) -> None:
 
 
 def check_attention_inputs(
-    mha: MultiHeadedAttention, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None
-) -> Tensor | None:
+    mha: MultiHeadedAttention,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> torch.Tensor | None:
     """Raise a clear error for inputs that do not fit `mha` (a `MultiHeadedAttention`); return
     the mask as (B, 1 or h, T_q, T_k)."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -217,7 +220,7 @@ def check_size(size: int) -> None:
         raise InputError(f"subsequent_mask needs a positive size, got {size}")
 
 
-def check_ids(tokens: Tensor) -> None:
+def check_ids(tokens: torch.Tensor) -> None:
     """Raise a clear error unless `tokens` is a (B, S) tensor of token ids."""
     if tokens.dim() != 2:
         raise InputError(
@@ -225,7 +228,7 @@ def check_ids(tokens: Tensor) -> None:
         )
 
 
-def check_positions(encoding: PositionalBase, x: Tensor, offset: int) -> int:
+def check_positions(encoding: PositionalBase, x: torch.Tensor, offset: int) -> int:
     """Raise a clear error unless `x` is (B, T, d_model) and positions offset … offset + T − 1
     are in the table of `encoding` (a positional encoding); return T."""
     if x.dim() != 3:

@@ -146,7 +146,9 @@ def check_target(target: Tensor, size: int) -> None:
             )
 
 
-def check_loss_inputs(criterion: LabelSmoothing, scores: Tensor, target: Tensor) -> None:
+def check_loss_inputs(
+    criterion: LabelSmoothing, scores: torch.Tensor, target: torch.Tensor
+) -> None:
     """Raise a clear error unless scores (..., V) and target (...) fit `criterion`."""
     if scores.dim() == 0 or scores.size(-1) != criterion.size:
         raise InputError(
