@@ -183,6 +183,16 @@ def spread_lengths(args: argparse.Namespace) -> list[int]:
     return sorted({round(low + (high - low) * k / max(n - 1, 1)) for k in range(n)})
 
 
+def runs_here(
+    variant: Variant, args: argparse.Namespace, device: torch.device, varied: bool
+) -> bool:
+    """Whether `variant` is timed in this run: not a compiled one under --no-compile, not one of
+    varied lengths under --spread 0, and a mode of CUDA_MODES on CUDA only."""
+    if (variant.compile and args.no_compile) or (variant.varied and not varied):
+        return False
+    return variant.mode not in CUDA_MODES or device.type == "cuda"
+
+
 def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_arguments(args)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -199,9 +209,7 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
     results = {}
     for variant in VARIANTS:
-        if (variant.compile and args.no_compile) or (variant.varied and not varied):
-            continue
-        if variant.mode in CUDA_MODES and device.type != "cuda":
+        if not runs_here(variant, args, device, bool(varied)):
             continue
         batches = varied if variant.varied else [batch]
         r = time_steps(config, batches, args, device, variant)

@@ -384,10 +384,14 @@ def test_the_wmt_benchmark_compiles_with_each_mode_and_times_cuda_modes_on_cuda_
     assert calls == [{"mode": "reduce-overhead"}, {"mode": "max-autotune"},
                      {"dynamic": True, "mode": None}]  # fmt: skip
     assert wmt_throughput.compiled(model, by_name["ours"]) is model
-    on_cuda_only = [v.name for v in wmt_throughput.VARIANTS if v.mode in wmt_throughput.CUDA_MODES]
-    assert on_cuda_only == ["ours + torch.compile, CUDA graphs",
-                            "ours + torch.compile, max-autotune",
-                            "varied lengths, buckets + torch.compile, CUDA graphs"]  # fmt: skip
+    args = wmt_throughput.build_parser().parse_args([])  # compiled variants on, --spread 6
+    timed = {kind: [v.name for v in wmt_throughput.VARIANTS
+                    if wmt_throughput.runs_here(v, args, torch.device(kind), varied=True)]
+             for kind in ("cpu", "cuda")}  # fmt: skip
+    assert set(timed["cuda"]) - set(timed["cpu"]) == {
+        "ours + torch.compile, CUDA graphs", "ours + torch.compile, max-autotune",
+        "varied lengths, buckets + torch.compile, CUDA graphs"}  # fmt: skip
+    assert "ours + torch.compile" in timed["cpu"] and len(timed["cuda"]) == len(by_name)
 
 
 def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, capsys):
