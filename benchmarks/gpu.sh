@@ -55,7 +55,10 @@
 #             compiled, and compiled with CUDA graphs and with max-autotune, each with the spread
 #             of its steps) with the 20 kernels that take the most time: 3 min before the two
 #             modes were added; max-autotune's tuning has not been timed yet, so give the step a
-#             call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit)
+#             call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit);
+#             arguments after OUT go to wmt_throughput.py (e.g. --variant NAME, repeated, to time
+#             a few variants side by side), and $WMT_RECORD names the record (default
+#             results/bench-wmt-base-cuda.json)
 #
 # ddp and base fit one call together, ddp started 20 s later in the background (the GPU has room):
 #   (sleep 20; bash benchmarks/gpu.sh ddp $OUT/ddp) & SECONDS_CAP=420 bash benchmarks/gpu.sh base $OUT
@@ -166,9 +169,9 @@ table3)
     ;;
 wmt)
     log "the WMT 2014 step's shape, with its top kernels"
-    python3 benchmarks/wmt_throughput.py --device cuda --profile-kernels 20 "$@" \
-        --output results/bench-wmt-base-cuda.json
-    cp results/bench-wmt-base-cuda.json "$out/"
+    record=${WMT_RECORD:-results/bench-wmt-base-cuda.json}
+    python3 benchmarks/wmt_throughput.py --device cuda --profile-kernels 20 "$@" --output "$record"
+    cp "$record" "$out/"
     ;;
 decoding)
     log "decoding speed, the shipped model"

@@ -174,6 +174,10 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f"--{flag} must be at least 0, got {getattr(args, name)}")
     if args.vocab <= EOS_ID + 2:
         raise ValueError(f"--vocab must exceed the {EOS_ID + 2} special ids, got {args.vocab}")
+    unknown = sorted(set(args.variant or ()) - {variant.name for variant in VARIANTS})
+    if unknown:
+        names = ", ".join(repr(variant.name) for variant in VARIANTS)
+        raise ValueError(f"--variant: no variant named {unknown[0]!r}; expected one of {names}")
 
 
 def spread_lengths(args: argparse.Namespace) -> list[int]:
@@ -186,8 +190,11 @@ def spread_lengths(args: argparse.Namespace) -> list[int]:
 def runs_here(
     variant: Variant, args: argparse.Namespace, device: torch.device, varied: bool
 ) -> bool:
-    """Whether `variant` is timed in this run: not a compiled one under --no-compile, not one of
-    varied lengths under --spread 0, and a mode of CUDA_MODES on CUDA only."""
+    """Whether `variant` is timed in this run: one named by --variant (if any are), not a compiled
+    one under --no-compile, not one of varied lengths under --spread 0, and a mode of CUDA_MODES
+    on CUDA only."""
+    if args.variant and variant.name not in args.variant:
+        return False
     if (variant.compile and args.no_compile) or (variant.varied and not varied):
         return False
     return variant.mode not in CUDA_MODES or device.type == "cuda"
@@ -207,10 +214,8 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"{describe_device(device)}: {model}, vocabulary {args.vocab:,} (tied), "
           f"{batch.size} sentences of {args.length} tokens = {batch.ntokens:,} target tokens; "
           f"{str(dtype).removeprefix('torch.')} matrix rate {rate / 1e12:.1f} TFLOP/s")  # fmt: skip
-    results = {}
-    for variant in VARIANTS:
-        if not runs_here(variant, args, device, bool(varied)):
-            continue
+    results, timed = {}, [v for v in VARIANTS if runs_here(v, args, device, bool(varied))]
+    for variant in timed:
         batches = varied if variant.varied else [batch]
         r = time_steps(config, batches, args, device, variant)
         s, tokens = r["seconds_per_step"], statistics.mean(b.ntokens for b in batches)
@@ -222,14 +227,16 @@ def bench_wmt(args: argparse.Namespace, argv: Sequence[str]) -> int:
               f"tokens/s MFU {100 * r['model_flops_utilization']:5.1f}%  peak "
               f"{r['peak_step_memory_mb']:9,.1f} MB  100,000 steps: "
               f"{r['hours_to_100k_steps']:.1f} h")  # fmt: skip
-    write_report(record(args, argv, device, config, batch, dtype, rate, lengths, results),
-                 args.output)  # fmt: skip
+        # written after each variant: a run stopped by a time cap keeps those it finished
+        report = record(args, argv, device, config, batch, dtype, rate, lengths, results)
+        write_report({**report, "complete": len(results) == len(timed)}, args.output)
     return 0
 
 
 def record(args, argv, device, config, batch, dtype, rate, lengths, results) -> dict:
     """The benchmark's JSON record."""
-    kernels = {name: r.pop("kernels") for name, r in results.items() if "kernels" in r}
+    kernels = {name: r["kernels"] for name, r in results.items() if "kernels" in r}
+    results = {name: {k: v for k, v in r.items() if k != "kernels"} for name, r in results.items()}
     return {
         "benchmark": "wmt-throughput",
         "command": command("wmt_throughput.py", argv),
@@ -259,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--layers", type=int, default=6, help="N, the layers of the encoder and of the decoder "
         "(default 6, the base model; fewer only to try the benchmark quickly)")  # fmt: skip
     add("--no-compile", action="store_true", help="leave out torch.compile")
+    add("--variant", action="append", metavar="NAME", help="time only this variant (its name as "
+        "the record gives it; repeat for more; default: every variant that runs here)")  # fmt: skip
     add(
         "--spread",
         type=int,

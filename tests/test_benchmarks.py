@@ -330,7 +330,8 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
             "--output", str(out)]  # fmt: skip
     assert wmt_throughput.main(args) == 0
     record = json.loads(out.read_text())
-    assert record["config"]["N"] == 1 and "base model with N=1" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert record["config"]["N"] == 1 and "base model with N=1" in printed
     assert record["config"]["sentences"] == 15 and record["config"]["target_tokens"] == 120
     assert record["config"]["vocab"] == 300 and record["config"]["d_model"] == 512
     assert record["config"]["varied_lengths"] == [4, 10, 16]  # half to twice --length
@@ -364,6 +365,8 @@ def test_the_wmt_benchmark_projects_the_papers_steps_from_its_own_timing(tmp_pat
     assert result["tokens_per_second"] == round(120 / seconds, 1)
     assert 0 < result["model_flops_utilization"] < 1.5
     assert record["paper"] == {"steps": 100_000, "hours": 12.0, "gpus": "8 P100"}
+    assert record["complete"] is True  # written after each variant: a capped run keeps those
+    assert printed.count(f"wrote {out}") == len(results)  # it finished
     assert wmt_throughput.main(["--vocab", "3", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].endswith("--vocab must exceed the 4 special ids, got 3")
@@ -392,6 +395,26 @@ def test_the_wmt_benchmark_compiles_with_each_mode_and_times_cuda_modes_on_cuda_
         "ours + torch.compile, CUDA graphs", "ours + torch.compile, max-autotune",
         "varied lengths, buckets + torch.compile, CUDA graphs"}  # fmt: skip
     assert "ours + torch.compile" in timed["cpu"] and len(timed["cuda"]) == len(by_name)
+    chosen = ["ours", "ours + torch.compile, CUDA graphs"]  # --variant: these only, where they run
+    args = wmt_throughput.build_parser().parse_args([f"--variant={name}" for name in chosen])
+    assert [
+        v.name
+        for v in wmt_throughput.VARIANTS
+        if wmt_throughput.runs_here(v, args, torch.device("cuda"), varied=True)
+    ] == chosen
+    assert [
+        v.name
+        for v in wmt_throughput.VARIANTS
+        if wmt_throughput.runs_here(v, args, torch.device("cpu"), varied=True)
+    ] == ["ours"]
+
+
+def test_the_wmt_benchmark_names_an_unknown_variant(capsys):
+    import wmt_throughput
+
+    assert wmt_throughput.main(["--variant", "ours, fast", "--device", "cpu"]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--variant: no variant named 'ours, fast'; expected one of 'ours', " in line
 
 
 def test_one_process_under_torchrun_equals_the_plain_run(data_dir, tmp_path, capsys):

@@ -187,3 +187,10 @@ def test_a_variation_stopped_by_a_signal_records_nothing(tmp_path, monkeypatch, 
     assert variations.run_grid(args) == 128 + signal.SIGTERM
     assert "base: stopped by signal 15; run the grid again to go on" in capsys.readouterr().out
     assert not (tmp_path / "results").exists()
+
+
+def test_table3_reads_the_cpu_grid_its_text_describes_in_every_profile(tiny_run):
+    # The sections before "The grid on a GPU" describe the CPU grid's records; under the full
+    # profile (here at a tiny scale) the chapter trains its own grid, then reads those records.
+    assert "26 records in results/variations-quick-cpu/, trained on cpu" in tiny_run["stdout"]
+    assert "variations to train; records in" in tiny_run["stdout"]  # the grid ran first

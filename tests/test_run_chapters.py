@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,3 +76,44 @@ def test_skip_clean_goes_on_where_the_last_run_stopped_and_reasons_stay_until_a_
         "b.ipynb": "fails a planted check"
     }
     assert third["chapters"]["a.ipynb"]["source"] != record["chapters"]["a.ipynb"]["source"]
+
+
+def test_sigterm_stops_the_running_chapter_records_how_far_it_got_and_starts_no_other(tmp_path):
+    slow = chapter(tmp_path, "a.ipynb", "x = 1", "print('cell 1 started', flush=True)\n"
+                   "import time\ntime.sleep(120)", "y = 2")  # fmt: skip
+    never = chapter(tmp_path, "b.ipynb", "print('ran b')")
+    record = tmp_path / "record.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tools")])}
+    env.pop("ANNOTATED_TRANSFORMER_PROFILE", None)
+    runner = subprocess.Popen(
+        [sys.executable, str(ROOT / "tools" / "run_chapters.py"), "--record", str(record),
+         str(slow), str(never)],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines = []
+    for line in runner.stdout:  # wait until the chapter is inside its slow cell
+        lines.append(line)
+        if line.startswith("cell 1 started"):
+            break
+    runner.send_signal(signal.SIGTERM)  # the runner alone: it passes the signal on
+    lines += runner.stdout.readlines()
+    assert runner.wait(timeout=60) == 1
+    outcome = json.loads(record.read_text(encoding="utf-8"))["chapters"]
+    assert list(outcome) == ["a.ipynb"] and "ran b\n" not in lines
+    assert outcome["a.ipynb"]["done"] == 1 and outcome["a.ipynb"]["cells"] == 3
+    assert "Stopped: stopped by SIGTERM (a time cap)" in outcome["a.ipynb"]["error"]
+    assert "stopped" not in outcome["a.ipynb"]  # (the runner's flag, not the record's)
+    assert any(line.startswith("a.ipynb: 1/3 code cells") and "STOPPED" in line for line in lines)
+    assert "stopped by SIGTERM: no further chapter runs\n" in lines
+
+
+def test_a_chapter_that_ignores_sigterm_is_killed_after_the_grace(monkeypatch):
+    import run_chapters
+
+    monkeypatch.setattr(run_chapters, "GRACE", 1)
+    code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    assert run_chapters._wait(child) is True
+    assert child.returncode == -signal.SIGKILL
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back

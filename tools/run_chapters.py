@@ -17,8 +17,10 @@ and of the package's code), as JSON, under the machine, profile and command. Cha
 already holds for the same device and profile stay, and so do its `reasons` (a chapter's name and
 why it has no clean time yet, written by whoever ran the calls) until the chapter runs clean.
 `--skip-clean` skips the chapters FILE holds clean for the same source, so that on a GPU lent in
-short calls each call goes on where the last one stopped. The exit status is 1 if any chapter
-failed.
+short calls each call goes on where the last one stopped. SIGTERM (a call's time cap) stops the
+running chapter (its process is given `GRACE` seconds, as a trainer saves a checkpoint at SIGTERM,
+then killed), records how far it got, and runs no further chapter. The exit status is 1 if any
+chapter failed or was stopped.
 
 With `ANNOTATED_TRANSFORMER_TINY=DIR` set, the chapters run the full profile at a tiny scale and
 write into DIR (see the appendix "How the package is built").
@@ -31,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ from pathlib import Path
 
 # A cell whose work depends on the profile's name, not only on its device.
 BRANCH = re.compile(r"profile\.(pick|quick|scaled?|root|at_scale)\b")
+GRACE = 30  # seconds a chapter's process has after SIGTERM before it is killed
 
 
 def code_cells(chapter: Path) -> list[str]:
@@ -54,8 +58,9 @@ def last_branch(cells: list[str]) -> int | None:
     return found[-1] if found else None
 
 
-def run_chapter(chapter: Path, upto_branch: bool = False) -> dict:
-    """Execute the chapter's code cells (up to its last branch with `upto_branch`); never raises."""
+def run_chapter(chapter: Path, upto_branch: bool = False, progress=None) -> dict:
+    """Execute the chapter's code cells (up to its last branch with `upto_branch`); never raises.
+    `progress`, if given, is called with the outcome so far after each cell."""
     cells = code_cells(chapter)
     stop = last_branch(cells) if upto_branch else len(cells) - 1
     cells = cells[: (stop + 1 if stop is not None else 0)]
@@ -70,30 +75,67 @@ def run_chapter(chapter: Path, upto_branch: bool = False) -> dict:
             exec(compile(source, f"{chapter.name}[code cell {i}]", "exec"), namespace)
             each.append(round(time.monotonic() - start, 1))
             done += 1
+            if progress is not None:
+                progress(_outcome(len(cells), done, started, None, each))
     except BaseException:  # a chapter's failure is recorded, and the next chapter runs
         error = traceback.format_exc(limit=-8)
         print(error, file=sys.stderr, flush=True)
     finally:
         os.chdir(here)
         _close_figures()
+    return _outcome(len(cells), done, started, error, each)
+
+
+def _outcome(cells: int, done: int, started: float, error: str | None, each: list) -> dict:
     seconds = round(time.monotonic() - started, 1)
-    return {"cells": len(cells), "done": done, "seconds": seconds, "error": error,
-            "cell_seconds": each}  # fmt: skip
+    return {"cells": cells, "done": done, "seconds": seconds, "error": error,
+            "cell_seconds": list(each)}  # fmt: skip
+
+
+class Stopped(Exception):
+    """SIGTERM reached the runner: the chapter running was stopped, and no other one starts."""
 
 
 def run_isolated(chapter: Path, upto_branch: bool = False) -> dict:
-    """`run_chapter` in a fresh Python process; a process that dies first is recorded as such."""
+    """`run_chapter` in a fresh Python process; a process that dies first is recorded as such,
+    with the cells it finished. SIGTERM stops it (after `GRACE` seconds, by force)."""
     with tempfile.TemporaryDirectory() as scratch:
         outcome = Path(scratch) / "outcome.json"
         command = [sys.executable, __file__, "--outcome", str(outcome), str(chapter)]
         started = time.monotonic()
-        done = subprocess.run([*command, *(["--upto-branch"] if upto_branch else [])])
-        if outcome.exists():
-            return json.loads(outcome.read_text(encoding="utf-8"))
+        child = subprocess.Popen([*command, *(["--upto-branch"] if upto_branch else [])])
+        stopped = _wait(child)
+        found = json.loads(outcome.read_text(encoding="utf-8")) if outcome.exists() else None
+    if found is not None and found["error"] is None and found["done"] == found["cells"]:
+        return found
     seconds = round(time.monotonic() - started, 1)
-    error = f"the chapter's process ended with status {done.returncode} before it finished"
-    return {"cells": len(code_cells(chapter)), "done": 0, "seconds": seconds, "error": error,
-            "cell_seconds": []}  # fmt: skip
+    found = found or _outcome(len(code_cells(chapter)), 0, started, None, [])
+    if stopped:
+        error = f"stopped by SIGTERM (a time cap) in code cell {found['done']}, after {seconds} s"
+    elif found["error"] is None:
+        error = f"the chapter's process ended with status {child.returncode} before it finished"
+    return {**found, "seconds": seconds, "error": error if found["error"] is None else
+            found["error"], "stopped": stopped}  # fmt: skip
+
+
+def _wait(child: subprocess.Popen) -> bool:
+    """Wait for the chapter's process; True if SIGTERM came meanwhile (the process is then
+    passed the signal, given GRACE seconds, and killed if still running)."""
+    stop = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    try:
+        while child.poll() is None and not stop:
+            time.sleep(0.2)
+        if stop:
+            child.terminate()
+            try:
+                child.wait(GRACE)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return bool(stop)
 
 
 def fingerprint(chapter: Path) -> str:
@@ -128,8 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("MPLBACKEND", "Agg")
     if args.outcome:  # one chapter, in the process run_isolated started for it
-        outcome = run_chapter(args.chapters[0], args.upto_branch)
-        args.outcome.write_text(json.dumps(outcome), encoding="utf-8")
+
+        def write(outcome: dict) -> None:
+            args.outcome.write_text(json.dumps(outcome), encoding="utf-8")
+
+        signal.signal(signal.SIGTERM, _raise_stopped)  # a trainer's own handler comes first
+        write(run_chapter(args.chapters[0], args.upto_branch, progress=write))
         return 0
     record = _start_record(args.record, argv)
     failed = []
@@ -139,8 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{chapter.name}: recorded clean for this source, skipped", flush=True)
             continue
         outcome = {**run_isolated(chapter, args.upto_branch), "source": source}
+        stopped = outcome.pop("stopped", False)
         record["chapters"][chapter.name] = outcome
-        status = "ok" if outcome["error"] is None else "FAILED"
+        status = "ok" if outcome["error"] is None else "STOPPED" if stopped else "FAILED"
         if outcome["error"] is not None:
             failed.append(chapter.name)
         else:
@@ -150,7 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:  # after each chapter: a run cut short keeps what it measured
             args.record.parent.mkdir(parents=True, exist_ok=True)
             args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        if stopped:
+            print("stopped by SIGTERM: no further chapter runs", flush=True)
+            break
     return 1 if failed else 0
+
+
+def _raise_stopped(*_) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the runner may pass the signal on too
+    raise Stopped("stopped by SIGTERM (a time cap)")
 
 
 def _start_record(path: Path | None, argv: list[str] | None) -> dict:
