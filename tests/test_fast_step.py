@@ -85,7 +85,7 @@ def test_a_step_never_waits_for_the_device_and_a_window_reads_once(
 
 def test_a_step_that_diverges_inside_a_window_is_named_and_never_saved(tmp_path, small_data):
     from annotated_transformer.runs.checkpoints import list_checkpoints
-    from annotated_transformer.training.guards import Diverged
+    from annotated_transformer.training.epochs import Diverged
 
     config = preset("tiny", N=1, d_model=16, h=2, d_ff=32, min_freq=1, lr_factor=1e9, warmup=1,
                     max_steps=50, epochs=None, log_every=7, save_every=2)  # fmt: skip

@@ -31,8 +31,9 @@ from annotated_transformer.runs.checkpoints import (
     save_checkpoint,
 )
 from annotated_transformer.runs.presets import preset
-from annotated_transformer.training import guards
-from annotated_transformer.training.guards import Diverged, torchrun_environment
+from annotated_transformer.training import run_folder, training_checks
+from annotated_transformer.training.distributed import torchrun_environment
+from annotated_transformer.training.epochs import Diverged
 from annotated_transformer.training.run import train
 from annotated_transformer.util import atomic
 
@@ -298,7 +299,7 @@ def test_compile_is_checked_before_any_file(capsys, monkeypatch, tmp_path):
     def no_compiler() -> str:
         raise RuntimeError("No working C++ compiler found in torch._inductor.config.cpp.cxx")
 
-    guards.check_compile(preset("tiny"))  # compile=False: nothing is imported or checked
+    training_checks.check_compile(preset("tiny"))  # compile=False: nothing is imported or checked
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
     out = tmp_path / "new"
     code, _, err = run_cli(capsys, "train", *TINY, "--out", str(out), "--set", "compile=true")
@@ -306,7 +307,7 @@ def test_compile_is_checked_before_any_file(capsys, monkeypatch, tmp_path):
     assert not out.exists()
     monkeypatch.undo()
     if shutil.which("g++") or shutil.which("clang++"):  # a machine with a compiler passes
-        guards.check_compile(preset("tiny", compile=True))
+        training_checks.check_compile(preset("tiny", compile=True))
 
 
 def test_sighup_is_caught_unless_nohup_ignores_it():
@@ -334,12 +335,12 @@ def test_a_link_planted_as_train_lock_or_log_is_refused_not_followed(tmp_path, t
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (tmp_path / "victim.txt").write_text("precious\n")
-    for name in (guards.LOCK, "metrics.jsonl"):
+    for name in (run_folder.LOCK, "metrics.jsonl"):
         (run_dir / name).symlink_to(tmp_path / target)
     with pytest.raises(LinkRefused, match=r"train\.lock: .*a symbolic link \(to "):
-        guards.check_not_in_use(run_dir)
+        run_folder.check_not_in_use(run_dir)
     with pytest.raises(OSError, match=r"train\.lock: a symbolic link \(to .*not followed"):
-        guards.RunLock(run_dir).__enter__()
+        run_folder.RunLock(run_dir).__enter__()
     with pytest.raises(atomic.WriteFailed, match=r"metrics\.jsonl: a symbolic link"):
         append_line(run_dir / "metrics.jsonl", '{"step": 1}\n')
     assert (tmp_path / "victim.txt").read_text() == "precious\n"

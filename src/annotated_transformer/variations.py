@@ -211,8 +211,8 @@ def run(
     of val (the tiny grid). A signal that stops the training (it saves) raises `Stopped`."""
     from annotated_transformer.evaluation import scores as evaluation
     from annotated_transformer.model.transformer import count_parameters
-    from annotated_transformer.training.guards import holds_a_run
     from annotated_transformer.training.run import train
+    from annotated_transformer.training.run_folder import holds_a_run
     from annotated_transformer.translator import Translator
     from annotated_transformer.util.device import describe_device
 

@@ -80,18 +80,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     changes = _set_changes(args)
     if args.preset is None and not args.resume:
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder")
-    from annotated_transformer.training.guards import holds_a_run, torchrun_environment
     from annotated_transformer.training.run import train
-    from annotated_transformer.training.run_folder import check_run_folder
+    from annotated_transformer.training.run_folder import holds_a_run
 
     _check_not_another_commands(Path(args.out))
     if args.preset is None and not holds_a_run(Path(args.out)):
         raise UsageError(f"give --preset ({PRESET_LIST}), or --resume a run folder that holds a "
                          "checkpoint or a config.json")  # fmt: skip
-    rank, _, _ = torchrun_environment()  # (rank 0 checks the folder for the whole job)
-    if rank == 0:
-        check_run_folder(Path(args.out), args.resume)
-    config = _train_config(args, changes)
+    config = _train_config(args, changes)  # (`train` checks the run folder, before any write)
     check_device(args.device)
     _check_fits(config, args.device)
     outcome = train(

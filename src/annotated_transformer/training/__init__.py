@@ -6,26 +6,30 @@
   training loop").
 - `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
   bar; with those off, `simple_loop` ("The training loop").
-- `distributed`: one or many processes, with `torchrun` ("Engineering a training run").
+- `distributed`: one or many processes, with `torchrun`, and torchrun's variables checked
+  ("Engineering a training run"; the check: appendix "How the package is built: files, downloads
+  and records", as for the other guard rails below).
 - The trainer, a module per section of "Engineering a training run":
 
   - `run`: a whole training run on Multi30k (or WMT 2014), in a few named steps around one `Run`:
     set up, epochs, the end; resumable, interruptible ("The trainer", "Setting up", "The end").
   - `inputs`: what a run reads, the data of §5.1 ("What a run reads").
   - `run_folder`: what a run writes beside its checkpoints, and the folders it refuses to write
-    into ("Safeguards: the run folder, signals, the log").
-  - `signals`: SIGINT, SIGTERM and SIGHUP save and stop a run (the same section).
+    into ("Safeguards: the run folder, signals, the log"); its guard rails: one job per folder
+    (`RunLock`), its history kept (`check_history`), a damaged run file named (`damage`), the
+    log's JSON (`json_line`).
+  - `signals`: SIGINT, SIGTERM and SIGHUP save and stop a run (the same section); a closed
+    terminal left (`leave_the_terminal`).
   - `run_state`: the `Run` every step reads and changes, its random states, its `Outcome` ("The
     state of a run").
   - `epochs`: a run's steps, metrics lines, validations and checkpoints ("One epoch", "Validating
-    and saving").
+    and saving"); a diverged run stopped (`Diverged`, `not_finite`).
 
-- `guards`: one job per run folder, its history kept, divergence stopped, torchrun's variables
-  and compile checked ("How the package is built: files, downloads and records").
 - `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
 - `training_checks`: the arguments of the schedule, the loss, a step and an average (appendix
-  "How the package is built: settings, profiles and errors"); the modules above import it.
+  "How the package is built: settings, profiles and errors"), and `compile=true`'s compiler
+  (`check_compile`); the modules above import it.
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it
   fast"); the benchmarks in `benchmarks/` use them too.
 

@@ -27,7 +27,7 @@ from annotated_transformer.data.corpus import (
 )
 from annotated_transformer.data.vocab import Tokenizer, Vocab
 from annotated_transformer.runs.presets import TrainConfig
-from annotated_transformer.training.guards import torchrun_environment
+from annotated_transformer.training.distributed import torchrun_environment
 from annotated_transformer.util.atomic import atomic_write
 from annotated_transformer.util.settings import SettingError
 

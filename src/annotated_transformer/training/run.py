@@ -38,11 +38,15 @@ from annotated_transformer.model.transformer import build_model
 from annotated_transformer.runs.checkpoints import checkpoint_path, list_checkpoints
 from annotated_transformer.runs.presets import LANGUAGE_NAMES, TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
-from annotated_transformer.training.distributed import Processes, gather, init_processes
+from annotated_transformer.training.distributed import (
+    Processes,
+    gather,
+    init_processes,
+    torchrun_environment,
+)
 from annotated_transformer.training.distributed import shutdown as leave_processes
 from annotated_transformer.training.epochs import run_epoch, save, validate_run
 from annotated_transformer.training.fused import LabelSmoothingFromLogits, accelerate
-from annotated_transformer.training.guards import RunLock, check_compile, torchrun_environment
 from annotated_transformer.training.inputs import (
     RunData,
     check_dataset,
@@ -54,6 +58,7 @@ from annotated_transformer.training.label_smoothing import LabelSmoothing
 from annotated_transformer.training.loop import TrainState
 from annotated_transformer.training.run_folder import (
     MetricsLog,
+    RunLock,
     check_run_folder,
     check_writable,
     write_run_files,
@@ -61,6 +66,7 @@ from annotated_transformer.training.run_folder import (
 from annotated_transformer.training.run_state import Outcome, Run, autocast_dtype, set_rng_state
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 from annotated_transformer.training.signals import StopRequests
+from annotated_transformer.training.training_checks import check_compile
 from annotated_transformer.util.atomic import remove_temporaries
 from annotated_transformer.util.device import describe_device
 from annotated_transformer.util.errors import InputError

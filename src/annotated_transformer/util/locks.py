@@ -8,7 +8,7 @@
 """One lock for every folder the package writes, and files opened never through a link.
 
 `hold` is an `flock` on a lock file that holds its holder's pid: training holds `train.lock` in
-its run folder (`training.guards.RunLock`), an export or `save-pretrained` a `.NAME.lock` beside
+its run folder (`training.run_folder.RunLock`), an export or `save-pretrained` a `.NAME.lock` beside
 its output folder (`util.atomic.writing`), a download the cache's `.downloading.lock`, shared
 (`util.downloads.downloading`). Every file is opened by `open_unfollowed`, which refuses a
 symbolic link at its name rather than write through it.
