@@ -17,9 +17,9 @@ from annotated_transformer.data import multi30k
 from annotated_transformer.data.bpe import BYTES, BPETokenizer
 from annotated_transformer.data.vocab import SPECIALS, UNK_ID, normalize
 from annotated_transformer.model.transformer import count_parameters, make_model
+from annotated_transformer.runs.averaging import average_checkpoints
 from annotated_transformer.runs.checkpoints import load_checkpoint, save_checkpoint
 from annotated_transformer.runs.presets import PRESETS, preset
-from annotated_transformer.training.averaging import average_checkpoints
 from annotated_transformer.translator import Translator
 
 CORPUS = [

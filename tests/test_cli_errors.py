@@ -540,7 +540,7 @@ def averaged(name: str) -> Callable[[Path], None]:
     """A setup: `name`, the average of run's one checkpoint (as `average run --last 1` makes)."""
 
     def setup(folder: Path) -> None:
-        from annotated_transformer.training.averaging import average_checkpoints
+        from annotated_transformer.runs.averaging import average_checkpoints
 
         average_checkpoints([folder / "run" / CHECKPOINT]).save(folder / name)
 

@@ -8,7 +8,7 @@ that without it it finds what the simple beam search for one sentence finds. The
 those claims on a small copy-task model trained here (trained, so that the most probable token
 is rarely a near-tie), on untrained models of other shapes, and against an exhaustive search
 over a vocabulary small enough to list every output. The chapter "Results"
-averages checkpoints; the last part checks `annotated_transformer.training.averaging`.
+averages checkpoints; the last part checks `annotated_transformer.runs.averaging`.
 """
 
 import pytest
@@ -34,16 +34,16 @@ from annotated_transformer.decoding.search import (
 from annotated_transformer.model.attention import attention
 from annotated_transformer.model.masks import padding_mask, subsequent_mask
 from annotated_transformer.model.transformer import make_model
-from annotated_transformer.runs.checkpoints import checkpoint_path, save_checkpoint
-from annotated_transformer.training.averaging import (
+from annotated_transformer.runs.averaging import (
     average_checkpoints,
     average_state_dicts,
     check_average_path,
     last_checkpoints,
 )
+from annotated_transformer.runs.checkpoints import checkpoint_path, save_checkpoint
 from annotated_transformer.training.label_smoothing import LabelSmoothing
-from annotated_transformer.training.loop import train_epoch
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
+from annotated_transformer.training.simple_loop import simple_train_epoch
 from annotated_transformer.util.errors import InputError
 
 PAD, START, END, V = 0, 1, 2, 11  # the copy task here: words are 3 … V − 1, then END
@@ -128,7 +128,7 @@ def copy_model():
     optimizer = make_optimizer(model.parameters())
     scheduler = noam_scheduler(optimizer, 32, warmup=100)
     batches = (collate(copy_pairs(32, seed=1000 + i), PAD) for i in range(400))
-    train_epoch(model, batches, LabelSmoothing(V, PAD, 0.0), optimizer, scheduler, progress=False)
+    simple_train_epoch(model, batches, LabelSmoothing(V, PAD, 0.0), optimizer, scheduler)
     return model.eval()
 
 

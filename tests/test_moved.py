@@ -22,7 +22,11 @@ MOVED = {
     "annotated_transformer.notebook": "annotated_transformer.book.notebook",
     "annotated_transformer.figures": "annotated_transformer.book.figures",
     "annotated_transformer.exercises": "annotated_transformer.book.exercises",
+    "annotated_transformer.training.averaging": "annotated_transformer.runs.averaging",
 }
+# split among the modules that own its pieces (in 0.3.0): each name there is the new one's object
+SPLIT = {"annotated_transformer.training.guards": ["run_folder", "epochs", "distributed", "signals",
+                                                   "training_checks"]}  # fmt: skip
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
@@ -32,11 +36,26 @@ def test_an_old_path_warns_and_is_the_new_module(old: str, monkeypatch) -> None:
     with pytest.warns(DeprecationWarning, match=f"{old} moved to {MOVED[old]}"):
         module = importlib.import_module(old)
     assert module is new
-    package = importlib.import_module("annotated_transformer")
-    assert getattr(package, old.rsplit(".", 1)[1]) is new
+    parent, _, short = old.rpartition(".")
+    assert getattr(importlib.import_module(parent), short) is new
     name = sorted(n for n in vars(new) if not n.startswith("_") and callable(getattr(new, n)))[0]
     exec(f"from {old} import {name} as found", scope := {})  # the old `from ... import` form
     assert scope["found"] is getattr(new, name)
+
+
+@pytest.mark.parametrize("old", sorted(SPLIT))
+def test_a_split_module_warns_and_each_name_is_its_owners(old: str, monkeypatch) -> None:
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved: each name is now in the module"):
+        module = importlib.import_module(old)
+    package = old.rsplit(".", 1)[0]
+    owners = [importlib.import_module(f"{package}.{owner}") for owner in SPLIT[old]]
+    for name in module.__all__:
+        found = [owner for owner in owners if getattr(owner, name, None) is getattr(module, name)]
+        assert len(found) >= 1, name  # the very object, from a module that owns it
+    assert {name for o in owners for name in module.__all__ if hasattr(o, name)} == set(
+        module.__all__
+    )
 
 
 def test_the_new_paths_do_not_warn() -> None:
@@ -49,10 +68,11 @@ def test_the_new_paths_do_not_warn() -> None:
 def test_nothing_of_ours_uses_an_old_path() -> None:
     """The package, its chapters, benchmarks, tools and README use the new paths only."""
     old = re.compile(
-        r"annotated_transformer\.((ct2|hf|onnx)_export|notebook|figures|exercises)\b"
+        r"annotated_transformer\.((ct2|hf|onnx)_export|notebook|figures|exercises"
+        r"|training\.(averaging|guards))\b"
         r"|from annotated_transformer import .*(_export|notebook|figures|exercises)"
     )
-    shims = {ROOT / "src" / (name.replace(".", "/") + ".py") for name in MOVED}
+    shims = {ROOT / "src" / (name.replace(".", "/") + ".py") for name in [*MOVED, *SPLIT]}
     files = [*(ROOT / "src").rglob("*.py"), *(ROOT / "book").glob("*.ipynb")]
     files += [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "tools").glob("*.py")]
     found = [

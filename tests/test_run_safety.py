@@ -179,8 +179,8 @@ def test_a_diverged_run_stops_and_keeps_every_finite_checkpoint(keep, tmp_path, 
 
 
 def test_a_checkpoint_holding_nan_is_refused_everywhere(tmp_path, capsys):
+    from annotated_transformer.runs.averaging import average_checkpoints
     from annotated_transformer.runs.saved_run import SavedRun
-    from annotated_transformer.training.averaging import average_checkpoints
     from annotated_transformer.translator import Translator
 
     shutil.copytree(FIXTURE, tmp_path / "run")

@@ -27,7 +27,6 @@ from annotated_transformer.training.loop import (
     TrainState,
     evaluate,
     groups_of,
-    train_epoch,
     train_step,
 )
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler, rate
@@ -237,9 +236,9 @@ def test_schedule_advances_once_per_optimizer_step():
     scheduler = noam_scheduler(optimizer, 16, warmup=4)
     state = TrainState()
     micro = [collate(random_pairs(3, seed=i), PAD) for i in range(10)]
-    steps = train_epoch(
-        model, micro, LabelSmoothing(V, PAD, 0.1), optimizer, scheduler, accumulate=3, state=state
-    )
+    criterion = LabelSmoothing(V, PAD, 0.1)
+    steps = [train_step(model, group, criterion, optimizer, scheduler, state=state)
+             for group in groups_of(micro, 3)]  # fmt: skip
     assert [len(g) for g in groups_of(micro, 3)] == [3, 3, 3, 1]
     assert len(steps) == state.step == scheduler.last_epoch == 4
     assert state.micro_batches == 10 and state.sentences == 30
@@ -247,12 +246,10 @@ def test_schedule_advances_once_per_optimizer_step():
     assert all(s.tokens_per_second > 0 for s in steps)
 
 
-def test_train_epoch_takes_an_iterator_without_length():
-    model = tiny_model()
-    optimizer = make_optimizer(model.parameters())
+def test_groups_of_takes_an_iterator_without_length():
     batches = (collate(random_pairs(4, seed=i), PAD) for i in range(5))
-    steps = train_epoch(model, batches, LabelSmoothing(V, PAD), optimizer, progress=False)
-    assert len(steps) == 5 and all(np.isfinite(s.loss) for s in steps)
+    groups = list(groups_of(batches, 2))
+    assert [len(g) for g in groups] == [2, 2, 1] and all(b.size == 4 for g in groups for b in g)
 
 
 def test_a_step_without_target_tokens_is_skipped():
@@ -332,14 +329,14 @@ def test_evaluate_is_the_loss_per_token_without_dropout():
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_train_epoch_with_every_option_off_is_the_simple_loop(dropout):
+def test_a_train_step_per_batch_with_every_option_off_is_the_simple_loop(dropout):
     batches = [collate(random_pairs(4, seed=10 + i), PAD) for i in range(5)]
     criterion = LabelSmoothing(V, PAD, 0.1)
     simple, general = tiny_model(seed=3, dropout=dropout), tiny_model(seed=3, dropout=dropout)
     runs = []
     for model, train in (
         (simple, simple_train_epoch),
-        (general, lambda *args: [s.loss for s in train_epoch(*args, accumulate=1, progress=False)]),
+        (general, lambda net, batches, *rest: [train_step(net, [b], *rest).loss for b in batches]),
     ):
         optimizer = make_optimizer(model.parameters())
         scheduler = noam_scheduler(optimizer, 16, warmup=3)
@@ -400,12 +397,6 @@ def test_copy_task_learns_quickly():
     optimizer = make_optimizer(model.parameters())
     scheduler = noam_scheduler(optimizer, 32, warmup=50)
     g = torch.Generator().manual_seed(1)
-    steps = train_epoch(
-        model,
-        [copy_batch(32, 6, 11, g) for _ in range(200)],
-        LabelSmoothing(11, PAD, 0.0),
-        optimizer,
-        scheduler,
-        progress=False,
-    )
-    assert steps[-1].loss < 0.25 * steps[0].loss
+    batches = [copy_batch(32, 6, 11, g) for _ in range(200)]
+    losses = simple_train_epoch(model, batches, LabelSmoothing(11, PAD, 0.0), optimizer, scheduler)
+    assert losses[-1] < 0.25 * losses[0]

@@ -23,9 +23,9 @@ from annotated_transformer.data.vocab import PAD_ID, normalize
 from annotated_transformer.evaluation.newstest import bpe_translate, score_newstest
 from annotated_transformer.evaluation.scores import rescore
 from annotated_transformer.model.transformer import ModelConfig, build_model
-from annotated_transformer.training.averaging import average_state_dicts
+from annotated_transformer.runs.averaging import average_state_dicts
 from annotated_transformer.training.label_smoothing import LabelSmoothing
-from annotated_transformer.training.loop import TrainState, train_epoch
+from annotated_transformer.training.loop import TrainState, groups_of, train_step
 from annotated_transformer.training.schedule import make_optimizer, noam_scheduler
 
 TRAIN = COUNTS["europarl-v7"] + COUNTS["commoncrawl"] + COUNTS["news-commentary-v9"]
@@ -178,7 +178,8 @@ def test_a_tiny_model_trains_on_shards_and_is_scored_on_both_test_sets(text: Pat
     criterion, state, kept = LabelSmoothing(len(tokenizer), PAD_ID, 0.1), TrainState(), []
     for epoch in range(2):
         batches = shard_loader(train, max_tokens=600, epoch=epoch, num_workers=1)
-        train_epoch(model, batches, criterion, optimizer, scheduler, state=state, progress=False)
+        for group in groups_of(batches, 1):
+            train_step(model, group, criterion, optimizer, scheduler, state=state)
         kept.append({k: v.clone() for k, v in model.state_dict().items()})
     assert state.step == 2 * len(batches) and state.sentences == 2 * (TRAIN - 1)
     model.load_state_dict(average_state_dicts(kept[-2:]))

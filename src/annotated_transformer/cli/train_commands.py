@@ -126,12 +126,12 @@ def _check_fits(config, device: str | None) -> None:
 
 def cmd_average(args: argparse.Namespace) -> int:
     """Average the last K checkpoints of a run (or the files given) into one model (§6.1)."""
-    from annotated_transformer.runs.checkpoints import is_checkpoint
-    from annotated_transformer.training.averaging import (
+    from annotated_transformer.runs.averaging import (
         average_checkpoints,
         check_average_path,
         last_checkpoints,
     )
+    from annotated_transformer.runs.checkpoints import is_checkpoint
 
     try:
         out = check_average_path(args.out)

@@ -6,6 +6,9 @@
   ("Engineering a training run").
 - `saved_run`: a run read back from its checkpoint, with every check, in one place
   ("Engineering a training run").
+- `averaging`: one model from the last checkpoints of a run, §6.1 ("Results", "Engineering a
+  training run"; the checks of an average: appendix "How the package is built: settings,
+  profiles and errors").
 
 Translating, scoring and exporting a model read its run through this layer, so that none of them
 imports `training`; the trainer writes through it. It imports `model`, `data` and `util`.

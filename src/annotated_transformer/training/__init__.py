@@ -4,8 +4,8 @@
 - `label_smoothing`: the loss with label smoothing, §5.4 ("Regularization").
 - `simple_loop`: the paper's loop, batch → loss → step → schedule, and nothing else ("The
   training loop").
-- `loop`: the loop the book trains with: micro-batches, bfloat16, several processes, a progress
-  bar; with those off, `simple_loop` ("The training loop").
+- `loop`: the step the book's trainer takes: micro-batches, bfloat16, several processes; with
+  those off, a step of `simple_loop` ("The training loop"; the trainer's epoch is `epochs`).
 - `distributed`: one or many processes, with `torchrun`, and torchrun's variables checked
   ("Engineering a training run"; the check: appendix "How the package is built: files, downloads
   and records", as for the other guard rails below).
@@ -25,9 +25,8 @@
   - `epochs`: a run's steps, metrics lines, validations and checkpoints ("One epoch", "Validating
     and saving"); a diverged run stopped (`Diverged`, `not_finite`).
 
-- `averaging`: the average of the last checkpoints, §6.1 ("Results").
 - `fused`: the fast paths, each proven equal to the reference code ("Making it fast").
-- `training_checks`: the arguments of the schedule, the loss, a step and an average (appendix
+- `training_checks`: the arguments of the schedule, the loss and a step (appendix
   "How the package is built: settings, profiles and errors"), and `compile=true`'s compiler
   (`check_compile`); the modules above import it.
 - `measure`: a step's FLOPs and peak memory, the machine's matrix-multiply rate ("Making it

@@ -3,22 +3,21 @@
 # and run `python tools/export.py --update` to write the change back into them.
 
 # From book/training_loop.ipynb, "The training loop" › "Evaluation".
-"""The training loop the book trains with: label-smoothed loss per target token, gradient
-accumulation, one schedule step per optimizer step (§5).
+"""The step the book's trainer takes (§5): the label-smoothed loss per target token, one
+optimizer step over micro-batches (gradient accumulation), one schedule step per optimizer step;
+`evaluate`, the loss on held-out batches. The trainer's epoch is `training.epochs.run_epoch`.
 
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """
 
 import contextlib
-import math
 import time
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from annotated_transformer.data.batch import Batch
 from annotated_transformer.training.training_checks import check_step_arguments
@@ -188,7 +187,7 @@ def read_all(results: Sequence[StepResult]) -> None:
         setattr(result, name, value)
 
 
-# From book/engineering.ipynb, "Engineering a training run" › "An epoch".
+# From book/engineering.ipynb, "Engineering a training run" › "Steps in groups".
 def groups_of(batches: Iterable[Batch], k: int) -> Iterator[list[Batch]]:
     """Consecutive groups of `k` micro-batches; the last group may be smaller."""
     if k < 1:
@@ -201,41 +200,3 @@ def groups_of(batches: Iterable[Batch], k: int) -> Iterator[list[Batch]]:
             group = []
     if group:
         yield group
-
-
-def train_epoch(
-    model: nn.Module,
-    batches: Iterable[Batch],
-    criterion: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-    *,
-    accumulate: int = 1,
-    clip_norm: float | None = None,
-    state: TrainState | None = None,
-    progress: bool = True,
-    desc: str = "train",
-) -> list[StepResult]:
-    """One pass over `batches`, one optimizer step per `accumulate` micro-batches.
-
-    Shows a progress bar with the loss per target token, the learning rate and target tokens
-    per second (`progress=False` turns it off); returns what every step did.
-    """
-    model.train()
-    state = TrainState() if state is None else state
-    steps = math.ceil(len(batches) / accumulate) if isinstance(batches, Sized) else None
-    results = []
-    with tqdm(total=steps, desc=desc, unit="step", disable=not progress) as bar:
-        for group in groups_of(batches, accumulate):
-            result = train_step(
-                model, group, criterion, optimizer, scheduler, clip_norm=clip_norm, state=state
-            )
-            results.append(result)
-            bar.set_postfix(
-                loss=f"{result.loss:.3f}",
-                lr=f"{result.lr:.2e}",
-                tok_s=f"{result.tokens_per_second:,.0f}",
-                refresh=False,  # redrawn at tqdm's own pace, not on every step
-            )
-            bar.update()
-    return results

@@ -98,17 +98,19 @@ def set_up(
     )  # fmt: skip
     steps_per_epoch = -(-len(sampler) // config.accumulate)
     ends = [config.max_steps, None if config.epochs is None else config.epochs * steps_per_epoch]
+    if saved is not None:  # where it stood: the weights, Adam, the schedule, counters, randomness
+        where = restore(saved, config, model, optimizer, scheduler, procs, say)
+    else:
+        where = {}
+        torch.manual_seed(config.seed + 1 + procs.rank)  # dropout differs between processes
     run = Run(
-        config, run_dir, procs, data, model, model, optimizer, scheduler, criterion, sampler,
+        config=config, run_dir=run_dir, procs=procs, data=data, model=model,
+        net=wrap(model, config, procs), optimizer=optimizer, scheduler=scheduler,
+        criterion=criterion, sampler=sampler,
         metrics=MetricsLog(run_dir / "metrics.jsonl", saved.step if saved else None, procs.main),
         total=min(end for end in ends if end is not None),
-        autocast=autocast_dtype(config.bf16, procs.device),
+        autocast=autocast_dtype(config.bf16, procs.device), **where,
     )  # fmt: skip
-    if saved is not None:
-        restore(run, saved, say)
-    else:
-        torch.manual_seed(config.seed + 1 + procs.rank)  # dropout differs between processes
-    run.net = wrap(model, config, procs)
     say(
         f"train: {procs.world_size} process(es) on {describe_device(procs.device)}; "
         f"{steps_per_epoch:,} steps per epoch; stopping at step {run.total:,}"
@@ -180,22 +182,32 @@ def build(config: TrainConfig, data: RunData, device: torch.device) -> tuple:
     return model, optimizer, scheduler, loss(len(data.tgt_vocab), PAD_ID, config.label_smoothing)
 
 
-def restore(run: Run, saved: SavedRun, say: Callable[[str], None]) -> None:
-    """Continue where `saved` stopped: the weights, Adam's moments, the schedule, the counters,
-    the place in the epoch and, with as many processes as before, every random state."""
-    extra, procs = saved.extra, run.procs
-    run.model.load_state_dict(saved.weights)
-    run.optimizer.load_state_dict(extra["optimizer"])
-    run.scheduler.load_state_dict(extra["scheduler"])
-    run.state = TrainState(**extra["train_state"])
-    run.epoch, run.epoch_step, run.elapsed = extra["epoch"], extra["epoch_step"], extra["elapsed"]
+def restore(
+    saved: SavedRun,
+    config: TrainConfig,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    procs: Processes,
+    say: Callable[[str], None],
+) -> dict:
+    """Continue where `saved` stopped: the weights, Adam's moments, the schedule and, with as
+    many processes as before, every random state. Returns the `Run` fields of where it stood:
+    the counters and the place in the epoch."""
+    extra = saved.extra
+    model.load_state_dict(saved.weights)
+    optimizer.load_state_dict(extra["optimizer"])
+    scheduler.load_state_dict(extra["scheduler"])
+    state = TrainState(**extra["train_state"])
     if len(extra["rng"]) == procs.world_size:
         set_rng_state(extra["rng"][procs.rank], procs.device)
     else:
         say(f"resume: {len(extra['rng'])} process(es) saved random states, {procs.world_size} run")
-        torch.manual_seed(run.config.seed + 1000 * run.state.step + procs.rank)
-    say(f"resume: {saved.path} (step {run.state.step}, epoch {run.epoch + 1}, "
-        f"step {run.epoch_step} in it)")  # fmt: skip
+        torch.manual_seed(config.seed + 1000 * state.step + procs.rank)
+    say(f"resume: {saved.path} (step {state.step}, epoch {extra['epoch'] + 1}, "
+        f"step {extra['epoch_step']} in it)")  # fmt: skip
+    return {"state": state, "epoch": extra["epoch"], "epoch_step": extra["epoch_step"],
+            "elapsed": extra["elapsed"]}  # fmt: skip
 
 
 def wrap(model: nn.Module, config: TrainConfig, procs: Processes) -> nn.Module:

@@ -5,8 +5,9 @@
 # From book/training_loop.ipynb, "The training loop" › "The paper's loop".
 """The paper's training loop and nothing else: batch, loss, step, schedule (§5).
 
-One optimizer step per batch. `annotated_transformer.training.loop` has the loop the book trains
-with (micro-batches, bfloat16, several processes), checked equal to this one when those are off.
+One optimizer step per batch. `annotated_transformer.training.loop` has the step the book's
+trainer takes (micro-batches, bfloat16, several processes), checked equal to this loop's step when
+those are off; `annotated_transformer.training.epochs` has the trainer's epoch.
 
 Shapes: B sentences, S source and T target positions, V target vocabulary.
 """

@@ -5,10 +5,10 @@
 # From book/appendix_settings.ipynb,
 #   "How the package is built: settings, profiles and errors"
 #   › "Beam search's settings, and the checkpoints an average takes".
-"""Training's checks (appendix "How the package is built"): the checkpoints an average may take,
-the schedule's arguments (Eq. 3), the label-smoothing loss's settings and inputs (§5.4) and a
-training step's arguments. The chapters' modules import these, so that each holds its chapter's
-code alone.
+"""Training's checks (appendix "How the package is built"): the schedule's arguments (Eq. 3),
+the label-smoothing loss's settings and inputs (§5.4) and a training step's arguments. The
+chapters' modules import these, so that each holds its chapter's code alone. (The checks of an
+average are in `runs.averaging`.)
 
 Shapes: V classes (the vocabulary); scores (..., V), targets (...).
 """
@@ -30,35 +30,6 @@ from annotated_transformer.util.errors import InputError, InputTypeError
 
 if TYPE_CHECKING:  # a name for the annotations only: label_smoothing imports this module
     from annotated_transformer.training.label_smoothing import LabelSmoothing
-
-
-def check_same_tensors(
-    states: Sequence[dict[str, Tensor]], names: Sequence[str] | None = None
-) -> None:
-    """Refuse states that cannot be averaged, with a ValueError naming the first difference."""
-    if not states:
-        raise InputError("nothing to average: no state dicts given")
-    names = list(names) if names is not None else [f"state {i}" for i in range(1, len(states) + 1)]
-    first, first_name = states[0], names[0]
-    for state, name in zip(states[1:], names[1:], strict=True):
-        if state.keys() != first.keys():
-            extra = sorted(state.keys() - first.keys())
-            missing = sorted(first.keys() - state.keys())
-            raise InputError(
-                f"{name} and {first_name} hold different tensors: only in {name}: {extra[:3]}, "
-                f"only in {first_name}: {missing[:3]}"
-            )
-        for key, value in state.items():
-            if value.shape != first[key].shape or value.dtype != first[key].dtype:
-                raise InputError(
-                    f"{key} is {tuple(value.shape)} {value.dtype} in {name} but "
-                    f"{tuple(first[key].shape)} {first[key].dtype} in {first_name}: these are "
-                    f"checkpoints of different models"
-                )
-    for state, name in zip(states[1:], names[1:], strict=True):
-        for key, value in first.items():
-            if not value.is_floating_point() and not torch.equal(state[key], value):
-                raise InputError(f"{key} differs between {name} and {first_name}")
 
 
 # From book/appendix_settings.ipynb,
