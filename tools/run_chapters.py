@@ -110,12 +110,13 @@ def run_isolated(chapter: Path, upto_branch: bool = False) -> dict:
         return found
     seconds = round(time.monotonic() - started, 1)
     found = found or _outcome(len(code_cells(chapter)), 0, started, None, [])
-    if stopped:
+    if found["error"] is not None:  # a cell failed (or SIGTERM reached it: `Stopped`)
+        error = found["error"]
+    elif stopped:
         error = f"stopped by SIGTERM (a time cap) in code cell {found['done']}, after {seconds} s"
-    elif found["error"] is None:
+    else:
         error = f"the chapter's process ended with status {child.returncode} before it finished"
-    return {**found, "seconds": seconds, "error": error if found["error"] is None else
-            found["error"], "stopped": stopped}  # fmt: skip
+    return {**found, "seconds": seconds, "error": error, "stopped": stopped}
 
 
 def _wait(child: subprocess.Popen) -> bool:
