@@ -40,7 +40,8 @@ class Native:
     """A CTranslate2 export called as its users call it, at one setting: all sentences in one
     `translate_batch`, its own length limit (max_len) and penalty (log P / |Y|^alpha)."""
 
-    def __init__(self, folder: Path, translator, setting: tuple[int, str, int], threads: int):
+    def __init__(self, folder: Path, translator, setting: tuple[int, str, int], threads: int,
+                 device: str = "cpu") -> None:  # fmt: skip
         import ctranslate2
 
         from annotated_transformer.data.bpe import BPETokenizer
@@ -48,7 +49,7 @@ class Native:
 
         self.bpe = BPETokenizer.load(folder / TOKENIZER)  # the export's tokenizer
         inter, self.batch_type, self.size = setting
-        self.engine = ctranslate2.Translator(str(folder), device="cpu", inter_threads=inter,
+        self.engine = ctranslate2.Translator(str(folder), device=device, inter_threads=inter,
                                              intra_threads=max(threads // inter, 1))  # fmt: skip
         self.limit = translator.config.model.max_len - 1  # tokens it may write, </s> included
 

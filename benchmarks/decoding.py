@@ -234,7 +234,7 @@ def _ours_int8(translator: Translator, folder: Path, threads: int) -> Engine:
 def _ctranslate2(quantization: str) -> Callable[[Translator, Path, int], Engine]:
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
         export = ct2_sweep.export(translator, quantization, folder)  # (one per run, shared)
-        engine = open_translator(export, workers=threads)
+        engine = open_translator(export, device=translator.device.type, workers=threads)
         return lambda german, beam: engine.translate(german, beam_size=beam, alpha=0.6)
 
     return make
@@ -246,7 +246,8 @@ def _ctranslate2_native(quantization: str) -> Callable[[Translator, Path, int], 
 
     def make(translator: Translator, folder: Path, threads: int) -> Engine:
         export = ct2_sweep.export(translator, quantization, folder)
-        return ct2_sweep.Native(export, translator, ct2_sweep.SETTINGS[0], threads)
+        return ct2_sweep.Native(export, translator, ct2_sweep.SETTINGS[0], threads,
+                                device=translator.device.type)  # fmt: skip
 
     return make
 
@@ -299,6 +300,35 @@ ENGINES = (
         "generate's length penalty (generation_config), log P / length^0.6; max_length",
     ),
 )
+# rows that only a CPU has: the workers are one search on a GPU, and PyTorch's dynamic int8 is
+# the CPU's (CTranslate2's sweep, of CPU threads, runs on a CPU only too)
+CPU_ONLY = ("ours, one search", "ours int8")
+
+
+def engines_for(device: torch.device) -> list[tuple[str, str | None, str]]:
+    """The engines to time on `device`, as (name, package, ranking): every engine of `ENGINES`
+    whose package is installed (on a GPU, not the rows of `CPU_ONLY`)."""
+    engines = []
+    for name, package, _, ranking in ENGINES:
+        if package and not importlib.util.find_spec(package):
+            print(f"{name}: left out ({package} is not installed: the [serve] extra)")
+        elif device.type == "cpu" or name not in CPU_ONLY:
+            engines.append((name, package, ranking))
+    return engines
+
+
+def other_round(submit: Callable, job: dict, on_gpu: bool) -> tuple[dict | None, str | None]:
+    """One round of CTranslate2's engine `job["name"]` in its own process (`submit`, a pool's):
+    (its times, None); on a GPU, where its wheel cannot decode (it is built for CUDA 12, and
+    a machine may hold only CUDA 13's libraries), (None, why, in one line). On a CPU a failure
+    is raised: there CTranslate2 always runs."""
+    try:
+        return submit(_engine_round, job).result(), None
+    except Exception as error:  # (raised in the other process: CTranslate2's own RuntimeError)
+        if not on_gpu:
+            raise
+        first = (str(error).strip().splitlines() or [""])[0]
+        return None, f"{type(error).__name__}: {first}"
 
 
 @functools.cache
@@ -334,7 +364,7 @@ def _sweep(job: dict) -> dict:
 
 
 def _time_engines(timings: Timings, translator: Translator, pairs: list, job: dict,
-                  rounds: int) -> dict:  # fmt: skip
+                  rounds: int, left_out: dict[str, str]) -> dict:  # fmt: skip
     """Text in, text out, every sentence: each engine alone in turn, greedy and beam 4, in
     `rounds` rounds (engine after engine, so that a slow minute of the machine is shared); every
     row reports its median. CTranslate2's settings are swept first (`ct2_sweep`), and its
@@ -343,28 +373,30 @@ def _time_engines(timings: Timings, translator: Translator, pairs: list, job: di
     CTranslate2 runs in a process of its own, started once: in ours, the PyTorch decoding that
     came after it ran up to a third slower (its OpenMP runtime beside PyTorch's), which would
     have charged CTranslate2's cost to the rows of ours. `job` holds the checkpoint, device and
-    threads for it."""
+    threads for it. On a GPU, where CTranslate2 cannot decode, its rows are left out and
+    `left_out` says why."""
     german, english = [de for de, _ in pairs], [en for _, en in pairs]
-    engines = []
-    for name, package, _, ranking in ENGINES:
-        if package and not importlib.util.find_spec(package):
-            print(f"{name}: left out ({package} is not installed: the [serve] extra)")
-        else:
-            engines.append((name, package, ranking))
-    swept: dict = {}
+    on_gpu = timings.device.type != "cpu"
+    engines, swept = engines_for(timings.device), {}
     spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-decoding-") as scratch, \
             ProcessPoolExecutor(1, mp_context=spawn) as other:  # fmt: skip
         job = {**job, "german": german, "scratch": scratch}
-        if importlib.util.find_spec("ctranslate2"):  # its fastest settings, then its rows
+        if importlib.util.find_spec("ctranslate2") and not on_gpu:  # its best, then its rows
             swept = other.submit(_sweep, job).result()
             engines += [(f"CTranslate2 {q} tuned", "ctranslate2", TUNED)
                         for q in ("float32", "int8")]  # fmt: skip
         for _ in range(rounds):
             for name, package, ranking in engines:
                 one = {**job, "name": name, "swept": swept}
+                if package == "ctranslate2" and "CTranslate2" in left_out:
+                    continue
                 if package == "ctranslate2":
-                    found = other.submit(_engine_round, one).result()
+                    found, why = other_round(other.submit, one, on_gpu)
+                    if found is None:  # no CTranslate2 row on this device: the record says why
+                        print(f"CTranslate2 on {timings.device}: left out ({why})")
+                        left_out["CTranslate2"] = why
+                        continue
                 else:
                     found = _engine_round(one, translator)
                     gc.collect()  # its threads and memory gone before the next engine starts
@@ -457,12 +489,12 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
             max_len = translator.config.model.max_len
             _time_equal_batches(timings, model, sources, few, args.batch, max_len)
             _time_streaming(timings, translator, [s for s, _ in pairs])
-    swept = {}
+    swept, left_out = {}, {}
     if args.engines and translator.bpe is None:
         print("engines: left out (a run with word vocabularies: the other engines read BPE)")
     elif args.engines:
         job = {"checkpoint": args.checkpoint, "device": args.device, "threads": args.threads}
-        swept = _time_engines(timings, translator, pairs, job, args.rounds)
+        swept = _time_engines(timings, translator, pairs, job, args.rounds, left_out)
     ratios = _ratios(timings)
     for name, value in ratios.items():
         print(f"{name:<44} {value:6.2f}x")
@@ -478,6 +510,7 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
         "machine": {"before": state["before"], "during": machine(state["niceness"])},
         "results": timings.results,
         "ctranslate2_sweep": swept,
+        "left_out": left_out,  # engine -> why it has no rows on this device
         "ratios": {name: round(value, 2) for name, value in ratios.items()},
         "versions": versions(),
         "date": now(),

@@ -50,12 +50,18 @@
 #             word-level rows need spaCy: install its wheels first (`wheels`, below), its own
 #             wheel in one call and the rest in the next (on 2026-11-27, 25 of the 26 rows in
 #             one 8-minute call with JOBS=12 on an H200: results/gpu-calls-h200.log)
-#   decoding  benchmarks/decoding.py with the shipped model (no training needed): 2 min
+#   decoding  benchmarks/decoding.py with the shipped model (no training needed): 2 min with
+#             --no-engines; arguments after OUT go to decoding.py, $DECODING_RECORD names the
+#             record (default results/bench-decoding-cuda.json). With its engines (ours, the
+#             `transformers` the device has, and CTranslate2 on CUDA where its wheel decodes
+#             there; the record's `left_out` says why not), CTranslate2's wheel travels first:
+#             it is 43 MB, more than one call carries, so it is split in two parts that the
+#             `wheels` step puts together and checks against its SHA-256 (below)
 #   wmt       the WMT-shaped step alone (every change of issue 49's part 1 on and off, plain and
 #             compiled, and compiled with CUDA graphs and with max-autotune, each with the spread
 #             of its steps) with the 20 kernels that take the most time: 3 min before the two
-#             modes were added; max-autotune's tuning has not been timed yet, so give the step a
-#             call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit);
+#             modes were added; max-autotune's tuning ran past 230 s without finishing on
+#             2026-11-30 (results/gpu-calls-h200.log), so give it a call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit);
 #             arguments after OUT go to wmt_throughput.py (e.g. --variant NAME, repeated, to time
 #             a few variants side by side), and $WMT_RECORD names the record (default
 #             results/bench-wmt-base-cuda.json)
@@ -82,7 +88,14 @@
 # and from both folders of wheels remove those the device has (numpy, tqdm, requests, jinja2,
 # packaging, setuptools, typer, click, rich, pygments, markdown-it-py, certifi, idna, urllib3,
 # charset-normalizer, typing-extensions, h11, httpx, httpcore, anyio, wrapt, psutil, attrs,
-# narwhals, markupsafe). Then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels
+# narwhals, markupsafe). CTranslate2's wheel (for `decoding`'s engines), in two parts:
+#
+#   $W --no-deps -d .gpu-ct2a ctranslate2==4.8.5 && cd .gpu-ct2a && w=$(ls *.whl) &&
+#   sha256sum "$w" > "$w.sha256" && split -b 22M "$w" "$w.part-" && rm "$w" && mkdir ../.gpu-ct2b &&
+#   mv "$w.part-ab" ../.gpu-ct2b/ && cp "$w.sha256" ../.gpu-ct2b/ && cd ..
+#
+# (carry [".gpu-ct2a"], `bash benchmarks/gpu.sh wheels .gpu-ct2a`, then the same with .gpu-ct2b;
+# $GPU_SITE and $GPU_PARTS name the folders it installs into and gathers parts in). Then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels
 # .gpu-spacy`; carry [".gpu-spacy2"], `... wheels .gpu-spacy2`; carry [".gpu-vl"], `... wheels
 # .gpu-vl`; carry [".gpu"], `bash benchmarks/gpu.sh chapters $OUT`. A call more than 30 s after
 # the last finds a fresh machine, without what the earlier calls installed.
@@ -90,10 +103,34 @@ set -euo pipefail
 usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding|wmt OUT"
 step=${1:?$usage}
 out=${2:?$usage}
-if [ "$step" = wheels ]; then  # OUT is the folder of wheels
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site-chapters "$out"/*.whl
-    echo "installed $(ls "$out" | wc -l) wheels into /tmp/site-chapters"
+if [ "$step" = wheels ]; then  # OUT is the folder of wheels, or of parts of a wheel
+    site=${GPU_SITE:-/tmp/site-chapters} parts=${GPU_PARTS:-/tmp/wheel-parts}
+    mkdir -p "$parts"
+    wheels=()
+    for file in "$out"/*; do
+        case "$file" in
+        *.whl) wheels+=("$file") ;;
+        *.whl.part-* | *.whl.sha256) cp "$file" "$parts/" ;;
+        esac
+    done
+    for sum in "$parts"/*.whl.sha256; do  # a wheel too large for one call, split in parts
+        [ -e "$sum" ] || continue
+        whole=${sum%.sha256}
+        cat "$whole".part-* > "$whole"
+        if (cd "$parts" && sha256sum --quiet --check "${sum##*/}" > /dev/null 2>&1); then
+            wheels+=("$whole")
+            rm "$sum" "$whole".part-*
+        else
+            rm "$whole"
+            echo "${whole##*/}: $(ls "$whole".part-* | wc -l) part(s) so far; carry the rest"
+        fi
+    done
+    if [ "${#wheels[@]}" -gt 0 ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$site" "${wheels[@]}"
+        rm -f "$parts"/*.whl  # (the wheels put together from parts, installed)
+    fi
+    echo "installed ${#wheels[@]} wheels into $site"
     exit 0
 fi
 mkdir -p "$out"
@@ -175,9 +212,9 @@ wmt)
     ;;
 decoding)
     log "decoding speed, the shipped model"
-    python3 benchmarks/decoding.py --device cuda --no-engines \
-        --output results/bench-decoding-cuda.json
-    cp results/bench-decoding-cuda.json "$out/"
+    record=${DECODING_RECORD:-results/bench-decoding-cuda.json}
+    python3 benchmarks/decoding.py --device cuda "$@" --output "$record"
+    cp "$record" "$out/"
     ;;
 *)
     echo "benchmarks/gpu.sh: unknown step $step: expected bench, ddp, base, wheels, chapters, table3, decoding or wmt" >&2

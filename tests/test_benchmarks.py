@@ -252,9 +252,11 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
     assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "ctranslate2_sweep",
-                              "date", "device", "machine", "ratios", "results", "rounds",
-                              "sentences", "split", "versions"]  # fmt: skip
-    assert record["ctranslate2_sweep"] == {}  # no other engine for word vocabularies
+                              "date", "device", "left_out", "machine", "ratios", "results",
+                              "rounds", "sentences", "split", "versions"]  # fmt: skip
+    assert (
+        record["ctranslate2_sweep"] == {} == record["left_out"]
+    )  # no engine for word vocabularies
     during = record["machine"]["during"]  # issue 50: what the machine let it use
     assert during["busy_niceness"] == [0] and record["machine"]["before"]["busy_niceness"] == []
     assert during["cores_allowed"] >= 1 and len(during["load_average"]) == 3
@@ -306,6 +308,46 @@ def test_the_decoding_benchmark_compares_the_engines(data_dir, tmp_path, capsys)
             swept = record["ctranslate2_sweep"][quantization][how]
             assert len(swept) == len(ct2_sweep.SETTINGS)
             assert all(row["sentences_per_second"] > 0 for row in swept)
+
+
+class _Raised:
+    """A future of the other process that failed as CTranslate2's CUDA 12 wheel does beside
+    CUDA 13's libraries."""
+
+    def result(self) -> dict:
+        raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded\nsecond line")
+
+
+def test_on_a_gpu_the_decoding_benchmark_leaves_out_what_cannot_run_and_says_why(
+    data_dir, monkeypatch, capsys
+):
+    """On a GPU: no CPU-only row and no sweep of CPU threads; a CTranslate2 that cannot decode
+    there leaves its rows out with the reason in one line, and the other engines still run."""
+    on_cpu = [name for name, _, _ in decoding_benchmark.engines_for(torch.device("cpu"))]
+    on_gpu = [name for name, _, _ in decoding_benchmark.engines_for(torch.device("cuda"))]
+    assert set(on_cpu) - set(on_gpu) == set(decoding_benchmark.CPU_ONLY)
+    assert "CTranslate2 float32" in on_gpu and "transformers" in on_gpu
+    why = "RuntimeError: Library libcublas.so.12 is not found or cannot be loaded"
+    assert decoding_benchmark.other_round(lambda *_: _Raised(), {}, True) == (None, why)
+    with pytest.raises(RuntimeError, match="libcublas"):  # on a CPU, CTranslate2 must run
+        decoding_benchmark.other_round(lambda *_: _Raised(), {}, False)
+
+    tries = []  # the engine rounds CTranslate2 was asked for, here failing as on that machine
+
+    def fails(submit, job: dict, on_gpu: bool) -> tuple[None, str]:
+        tries.append(job["name"])
+        return None, why
+
+    monkeypatch.setattr(decoding_benchmark, "other_round", fails)
+    timings, left_out = decoding_benchmark.Timings(torch.device("cuda")), {}
+    translator = decoding_benchmark._translator(None, "cpu")  # (its rows run here on the CPU)
+    pairs = decoding_benchmark.read_split("test2016", data_dir)[:3]
+    job = {"checkpoint": None, "device": "cpu", "threads": 1}
+    swept = decoding_benchmark._time_engines(timings, translator, pairs, job, 2, left_out)
+    assert swept == {} and left_out == {"CTranslate2": why} and tries == ["CTranslate2 float32"]
+    names = {name.rsplit(", ", 1)[0] for name in timings.results}
+    assert names == {"ours", "transformers"}
+    assert f"CTranslate2 on cuda: left out ({why})" in capsys.readouterr().out
 
 
 def test_the_decoding_benchmark_names_a_missing_checkpoint(tmp_path, capsys):

@@ -157,6 +157,50 @@ def test_the_gpu_script_has_every_step_of_part_two():
     assert "--results results/variations-full-cuda" in script
 
 
+def test_the_gpu_scripts_wheels_step_puts_a_split_wheel_together(tmp_path):
+    """A wheel larger than one device call carries travels in parts: `gpu.sh wheels` keeps each
+    call's part, and installs the wheel once its parts give the SHA-256 it was split with."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    name = "hello_parts-1.0-py3-none-any.whl"
+    wheel = tmp_path / name
+    files = {"hello_parts.py": "WORDS = 'in two parts'\n" + "# padding\n" * 400,
+             "hello_parts-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: hello-parts\n"
+             "Version: 1.0\n", "hello_parts-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\n"
+             "Generator: a test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             "hello_parts-1.0.dist-info/RECORD": ""}  # fmt: skip
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    data = wheel.read_bytes()
+    digest = f"{hashlib.sha256(data).hexdigest()}  {name}\n"
+    for folder, part in (("first", data[: len(data) // 2]), ("second", data[len(data) // 2 :])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / f"{name}.part-{'aa' if folder == 'first' else 'ab'}").write_bytes(part)
+        (tmp_path / folder / f"{name}.sha256").write_text(digest)
+    site, parts = tmp_path / "site", tmp_path / "parts"
+    env = {**os.environ, "GPU_SITE": str(site), "GPU_PARTS": str(parts),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+
+    def call(folder: str) -> str:
+        script = ["bash", str(ROOT / "benchmarks" / "gpu.sh"), "wheels", str(tmp_path / folder)]
+        done = subprocess.run(script, env=env, capture_output=True, text=True, check=True)
+        return done.stdout
+
+    assert (
+        call("first")
+        == f"{name}: 1 part(s) so far; carry the rest\ninstalled 0 wheels into {site}\n"
+    )
+    assert not site.exists()
+    assert call("second") == f"installed 1 wheels into {site}\n"
+    assert "in two parts" in (site / "hello_parts.py").read_text()
+    assert sorted(p.name for p in parts.iterdir()) == []  # the parts are gone once installed
+
+
 def test_a_variation_stopped_by_a_signal_records_nothing(tmp_path, monkeypatch, capsys):
     """`timeout -s TERM` in `gpu.sh table3` stops every row's process: each saves and records
     nothing, so the next call of the grid goes on with it instead of keeping a short run."""
