@@ -61,7 +61,8 @@
 #             compiled, and compiled with CUDA graphs and with max-autotune, each with the spread
 #             of its steps) with the 20 kernels that take the most time: 3 min before the two
 #             modes were added; max-autotune's tuning ran past 230 s without finishing on
-#             2026-11-30 (results/gpu-calls-h200.log), so give it a call of its own (SECONDS_CAP is not applied: keep timeout_s at the call's limit);
+#             2026-11-30 (results/gpu-calls-h200.log), so give it a call of its own
+#             (SECONDS_CAP is not applied: keep timeout_s at the call's limit);
 #             arguments after OUT go to wmt_throughput.py (e.g. --variant NAME, repeated, to time
 #             a few variants side by side), and $WMT_RECORD names the record (default
 #             results/bench-wmt-base-cuda.json)
@@ -95,10 +96,11 @@
 #   mv "$w.part-ab" ../.gpu-ct2b/ && cp "$w.sha256" ../.gpu-ct2b/ && cd ..
 #
 # (carry [".gpu-ct2a"], `bash benchmarks/gpu.sh wheels .gpu-ct2a`, then the same with .gpu-ct2b;
-# $GPU_SITE and $GPU_PARTS name the folders it installs into and gathers parts in). Then the calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels
-# .gpu-spacy`; carry [".gpu-spacy2"], `... wheels .gpu-spacy2`; carry [".gpu-vl"], `... wheels
-# .gpu-vl`; carry [".gpu"], `bash benchmarks/gpu.sh chapters $OUT`. A call more than 30 s after
-# the last finds a fresh machine, without what the earlier calls installed.
+# $GPU_SITE and $GPU_PARTS name the folders it installs into and gathers parts in). Then the
+# calls: carry [".gpu-spacy"], `bash benchmarks/gpu.sh wheels .gpu-spacy`; carry [".gpu-spacy2"],
+# `... wheels .gpu-spacy2`; carry [".gpu-vl"], `... wheels .gpu-vl`; carry [".gpu"], `bash
+# benchmarks/gpu.sh chapters $OUT`. A call more than 30 s after the last finds a fresh machine,
+# without what the earlier calls installed.
 set -euo pipefail
 usage="usage: bash benchmarks/gpu.sh bench|ddp|base|wheels|chapters|table3|decoding|wmt OUT"
 step=${1:?$usage}
