@@ -254,9 +254,8 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "ctranslate2_sweep",
                               "date", "device", "left_out", "machine", "ratios", "results",
                               "rounds", "sentences", "split", "versions"]  # fmt: skip
-    assert (
-        record["ctranslate2_sweep"] == {} == record["left_out"]
-    )  # no engine for word vocabularies
+    # no other engine for word vocabularies: none swept, none left out
+    assert record["ctranslate2_sweep"] == {} == record["left_out"]
     during = record["machine"]["during"]  # issue 50: what the machine let it use
     assert during["busy_niceness"] == [0] and record["machine"]["before"]["busy_niceness"] == []
     assert during["cores_allowed"] >= 1 and len(during["load_average"]) == 3

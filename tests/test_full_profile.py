@@ -191,10 +191,8 @@ def test_the_gpu_scripts_wheels_step_puts_a_split_wheel_together(tmp_path):
         done = subprocess.run(script, env=env, capture_output=True, text=True, check=True)
         return done.stdout
 
-    assert (
-        call("first")
-        == f"{name}: 1 part(s) so far; carry the rest\ninstalled 0 wheels into {site}\n"
-    )
+    first = call("first")
+    assert first == f"{name}: 1 part(s) so far; carry the rest\ninstalled 0 wheels into {site}\n"
     assert not site.exists()
     assert call("second") == f"installed 1 wheels into {site}\n"
     assert "in two parts" in (site / "hello_parts.py").read_text()
