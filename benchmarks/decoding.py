@@ -389,9 +389,9 @@ def _time_engines(timings: Timings, translator: Translator, pairs: list, job: di
         for _ in range(rounds):
             for name, package, ranking in engines:
                 one = {**job, "name": name, "swept": swept}
-                if package == "ctranslate2" and "CTranslate2" in left_out:
-                    continue
                 if package == "ctranslate2":
+                    if "CTranslate2" in left_out:  # it failed once on this device: no retry
+                        continue
                     found, why = other_round(other.submit, one, on_gpu)
                     if found is None:  # no CTranslate2 row on this device: the record says why
                         print(f"CTranslate2 on {timings.device}: left out ({why})")
