@@ -85,20 +85,26 @@ OUTSIDE = "outside any operator (Python, bookkeeping)"
 
 
 class Steps:
-    """The step that `translate_ids` gives its searches (`fused_step`) and `model.encode`,
-    watched: each step's rows, cache length and seconds, and the encoder's seconds in all."""
+    """The step that `translate_ids` gives its searches (what `packed_step` makes) and
+    `model.encode`, watched: each step's rows, cache length and seconds, and the encoder's seconds
+    in all."""
 
     def __init__(self, model: nn.Module | None = None) -> None:
         self.calls: list[tuple[int, int, float]] = []  # (rows, cache length, seconds)
         self.encoder_seconds = 0.0
-        self.model, self.original = model, batched.fused_step
+        self.model, self.original = model, batched.packed_step
 
     def __enter__(self) -> Steps:
-        def timed_step(model, tokens, cache):  # the same call, timed
-            start = time.perf_counter()
-            out = self.original(model, tokens, cache)
-            self.calls.append((tokens.numel(), cache.length, time.perf_counter() - start))
-            return out
+        def timed_packed_step(*args, **options):  # translate_ids' step, its calls timed
+            step = self.original(*args, **options)
+
+            def timed_step(model, tokens, cache):  # the same call, timed
+                start = time.perf_counter()
+                out = step(model, tokens, cache)
+                self.calls.append((tokens.numel(), cache.length, time.perf_counter() - start))
+                return out
+
+            return timed_step
 
         def timed_encode(*args):
             start = time.perf_counter()
@@ -106,13 +112,13 @@ class Steps:
             self.encoder_seconds += time.perf_counter() - start
             return out
 
-        batched.fused_step = timed_step  # what translate_ids passes to both searches
+        batched.packed_step = timed_packed_step  # what translate_ids makes its step with
         if self.model is not None:
             self.model.encode = timed_encode  # this model's only, until the block ends
         return self
 
     def __exit__(self, *exc: object) -> None:
-        batched.fused_step = self.original
+        batched.packed_step = self.original
         if self.model is not None:
             del self.model.encode
 

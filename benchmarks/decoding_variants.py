@@ -1,25 +1,32 @@
-"""Three ways to make a decoder step faster, measured against the reference step in one run.
+"""Four ways to make a decoder step faster, measured against the reference step in one run.
 
     python benchmarks/decoding_variants.py --rounds 5 \
         --output results/bench-decoding-variants-cpu.json
 
 The model that ships with the package translates all of test2016 as one of `translate_ids`'s
 workers does (one search at a time, one thread; `translate_ids` batches as `translate` does),
-greedy and beam 4, with each variant of the decoder step in turn, in interleaved rounds, after an
-untimed warm-up:
+greedy and beam 4, with each variant of the decoder step in turn, after an untimed warm-up. The
+machine's speed drifts by more than the variants differ, so they take turns often: each round
+goes through the sentences in parts of `--part` (250), and every variant translates a part before
+the next part begins, the variants' order turning from part to part. A variant's time in a round
+is the sum over the parts; its speed against "reference" is the median over the rounds of the two
+times of the same round:
 
 - "reference": `decode_step`, whose attention is the reference `attention` of the chapter
   "Attention", and whose cache appends each position (`torch.cat`);
-- "fused": `fused_step`, the same with `scaled_dot_product_attention` (issue 61, item 3): the
-  step that `translate_ids` runs;
+- "fused": `fused_step`, the same with `scaled_dot_product_attention` (issue 61, item 3);
+- "packed": what `packed_step` makes, `fused_step`'s arithmetic with each self-attention's
+  W^Q, W^K, W^V stacked into one product and every row a vector, returning logits to greedy
+  decoding: the step that `translate_ids` runs;
 - "in place": the reference step on a cache allocated once per search, (L, R, h, d) per layer,
   each step writing its position at index t and attention reading the filled prefix; a beam's
   reordering gathers the filled positions into a second set of tensors, which then swap (item 1).
 
-Each row gives the median seconds, its speed against "reference", and how many of the 1,000
-translations equal reference's. The last part compiles `fused_step` (`torch.compile`, Inductor, one
-fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it) and times it
-against the eager step at that shape, with the seconds the first call took to compile (item 2).
+Each row gives the median and fastest seconds, the speed against "reference", and how many of
+the 1,000 translations equal reference's. The last part compiles `fused_step` (`torch.compile`,
+Inductor, one fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it)
+and times it against the eager step at that shape, with the seconds the first call took to
+compile (item 2).
 Machines are noisy: compare the ratios within one run, not seconds across runs.
 """
 
@@ -165,7 +172,8 @@ def as_translate_ids_runs() -> Iterator[None]:
 
 VARIANTS: dict[str, Callable[[], object]] = {
     "reference": lambda: searching_with(start_cache, decode_step),
-    "fused": as_translate_ids_runs,  # fused_step
+    "fused": lambda: searching_with(start_cache, fused_step),
+    "packed": as_translate_ids_runs,  # packed_step's
     "in place": lambda: searching_with(start_in_place, in_place_step),
 }
 
@@ -200,6 +208,20 @@ def compiled_step(translator, german: list[str], rows: int, positions: int) -> d
             "same_argmax_rows": int((fast.argmax(-1) == eager.argmax(-1)).sum())}  # fmt: skip
 
 
+def translate_part(
+    variant: str, translator, sources: list, beam: int, found: list[list[str]]
+) -> float:
+    """Translate one part of the sentences with one variant, as one worker; append the
+    translations to `found` and return the seconds."""
+    with VARIANTS[variant]():
+        start = time.perf_counter()
+        out = translate_ids(translator.model, sources, translator.tgt_vocab, beam_size=beam,
+                            max_len=translator.config.model.max_len, workers=1)  # fmt: skip
+        took = time.perf_counter() - start
+    found.extend(out)
+    return took
+
+
 def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(1)
     translator = open_translator(None, device="cpu", reads=PYTORCH)
@@ -212,34 +234,38 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
             for beam in SEARCHES.values():
                 translate_ids(translator.model, sources[:50], translator.tgt_vocab, beam_size=beam,
                               max_len=translator.config.model.max_len, workers=1)  # fmt: skip
+    parts = range(0, len(sources), args.part)
     for round_ in range(args.rounds):
-        for variant in VARIANTS if round_ % 2 == 0 else list(VARIANTS)[::-1]:  # interleaved
-            for how, beam in SEARCHES.items():
-                with VARIANTS[variant]():
-                    start = time.perf_counter()
-                    found[variant, how] = translate_ids(
-                        translator.model, sources, translator.tgt_vocab, beam_size=beam,
-                        max_len=translator.config.model.max_len, workers=1,
+        for key in ((variant, how) for variant in VARIANTS for how in SEARCHES):
+            seconds.setdefault(key, []).append(0.0)
+            found[key] = []  # this round's translations, part after part
+        for n, first in enumerate(parts):  # each part in every variant, the order turning
+            turn = (round_ + n) % len(VARIANTS)
+            for variant in [*VARIANTS][turn:] + [*VARIANTS][:turn]:
+                for how, beam in SEARCHES.items():
+                    seconds[variant, how][-1] += translate_part(
+                        variant, translator, sources[first : first + args.part], beam,
+                        found[variant, how],
                     )  # fmt: skip
-                    took = time.perf_counter() - start
-                seconds.setdefault((variant, how), []).append(took)
-                print(f"round {round_ + 1}, {variant}, {how}: {took:.2f} s", file=sys.stderr)
+        for key, times in seconds.items():
+            print(f"round {round_ + 1}, {key[0]}, {key[1]}: {times[-1]:.2f} s", file=sys.stderr)
     results = {}
     for (variant, how), times in seconds.items():
         median = statistics.median(times)
-        base = statistics.median(seconds["reference", how])
+        paired = [b / s for b, s in zip(seconds["reference", how], times, strict=True)]
         same = sum(
             a == b for a, b in zip(found[variant, how], found["reference", how], strict=True)
         )
         results[f"{variant}, {how}"] = {
             "seconds": round(median, 3), "every_seconds": [round(s, 3) for s in times],
             "sentences_per_second": round(len(german) / median, 1),
-            "speed / reference": round(base / median, 2), "same_as_reference": same,
+            "speed / reference": round(statistics.median(paired), 2),
+            "fastest_seconds": round(min(times), 3), "same_as_reference": same,
         }  # fmt: skip
     report = {
         "benchmark": "decoding_variants", "command": command("decoding_variants.py", argv),
         "date": now(), "device": describe_device(torch.device("cpu")),  # (1 thread)
-        "split": args.split, "sentences": len(german), "rounds": args.rounds,
+        "split": args.split, "sentences": len(german), "rounds": args.rounds, "part": args.part,
         "results": results,
         "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)
         if args.compile_rows else None,
@@ -261,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
     parser.add_argument("--limit", type=int, help="only the first N sentences")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--part", type=int, default=250, help="sentences a variant translates "
+                        "before the next takes the same ones (default 250)")  # fmt: skip
     parser.add_argument("--compile-rows", type=int, default=500, help="rows of the compiled "
                         "step's batch (default 500; 0: do not compile)")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")

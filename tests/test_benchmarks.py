@@ -493,18 +493,20 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
     import decoding_variants
 
     out = tmp_path / "variants.json"
-    args = ["--data-dir", str(data_dir), "--limit", "12", "--rounds", "2", "--compile-rows", "0",
-            "--output", str(out)]  # fmt: skip
+    args = ["--data-dir", str(data_dir), "--limit", "12", "--rounds", "2", "--part", "5",
+            "--compile-rows", "0", "--output", str(out)]  # fmt: skip
     assert decoding_variants.main(args) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     record = json.loads(out.read_text())
-    assert record["sentences"] == 12 and record["compiled_step"] is None
+    assert record["sentences"] == 12 and record["compiled_step"] is None and record["part"] == 5
     names = [f"{v}, {how}" for v in decoding_variants.VARIANTS for how in ("greedy", "beam 4")]
     assert sorted(record["results"]) == sorted(names)
     for name, row in record["results"].items():
         assert len(row["every_seconds"]) == 2 and row["seconds"] > 0
-        if name.startswith("in place"):  # it computes what the reference step computes
+        assert row["fastest_seconds"] == min(row["every_seconds"])
+        if name.startswith(("in place", "fused")):  # they compute what the reference step does
             assert row["same_as_reference"] == 12, name
+        assert row["speed / reference"] == 1.0 or not name.startswith("reference")
 
 
 def test_the_in_place_cache_gives_the_steps_log_probabilities():

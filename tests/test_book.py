@@ -144,7 +144,7 @@ def test_going_deeper_comes_once_and_before_the_exercises() -> None:
 # of the two parts has one.
 PART_BUDGETS = {
     "engineering": 900,
-    "fast_decoding": 560,  # 500, and attention in one kernel with its check (issue 61)
+    "fast_decoding": 650,  # 500, and attention in one kernel and the packed step (issue 61)
     "performance": 500,
     "serving": 320,  # 300, and open_translator, the one door to a model (issue 59)
     "subwords": 250,

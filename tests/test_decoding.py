@@ -22,6 +22,7 @@ from annotated_transformer.decoding.cache import (
     decode_step,
     fused_attention,
     fused_step,
+    packed_step,
     start_cache,
 )
 from annotated_transformer.decoding.search import (
@@ -163,7 +164,7 @@ def test_decode_step_equals_the_full_decoder_at_every_step(any_model):
 
 
 def test_the_fused_step_gives_the_reference_steps_log_probabilities(any_model):
-    """`fused_step` (attention in one kernel, what `translate_ids` runs) through a widening and
+    """`fused_step` (attention in one kernel) through a widening and
     a beam's reordering: the reference step's log-probabilities, to rounding."""
     src, src_mask = sources(4, seed=13)
     g = torch.Generator().manual_seed(5)
@@ -182,6 +183,71 @@ def test_the_fused_step_gives_the_reference_steps_log_probabilities(any_model):
             expected, a = decode_step(any_model, tokens, a)
             found, b = fused_step(any_model, tokens, b)
             torch.testing.assert_close(found, expected, rtol=0, atol=1e-5)
+
+
+def packed_against_reference(model, V=V):
+    """Step `model` with `decode_step` and with `packed_step`'s two steps (log-probabilities,
+    logits) through a widening and a beam's reordering; return the largest difference of the
+    log-probabilities, and whether the logits' argmax and log-softmax matched at every step."""
+    src, src_mask = sources(4, seed=13)
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.cat([torch.full((4, 1), START), torch.randint(2, V, (4, 8), generator=g)], 1)
+    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # two beams a sentence
+    step, logits_step = packed_step(model), packed_step(model, log_probs=False)
+    worst, same = 0.0, True
+    with torch.no_grad():
+        a = b = start_cache(model, model.encode(src, src_mask), src_mask)
+        for t in range(prefix.size(1)):
+            if t == 2:
+                a, b = a.select(rows, 2), b.select(rows, 2)
+            if t == 5:  # each beam continues the other's prefix
+                swap = torch.arange(8).view(4, 2).flip(1).flatten()
+                a, b = a.follow(swap), b.follow(swap)
+            tokens = prefix[:, t] if t < 2 else prefix[rows, t]
+            expected, a = decode_step(model, tokens, a)
+            logits, _ = logits_step(model, tokens, b)
+            found, b = step(model, tokens, b)
+            assert b.length == a.length and b.rows == a.rows
+            worst = max(worst, (found - expected).abs().max().item())
+            same &= torch.equal(logits.argmax(-1), found.argmax(-1))
+            same &= torch.allclose(logits.log_softmax(-1), found, rtol=0, atol=1e-6)
+    return worst, same
+
+
+def test_the_packed_step_gives_the_reference_steps_log_probabilities(any_model):
+    """`packed_step` (Q, K, V in one product, rows as a matrix: what `translate_ids` runs):
+    the reference step's log-probabilities, to rounding; its logits have their argmax."""
+    worst, same = packed_against_reference(any_model)
+    assert worst < 1e-5 and same
+
+
+def test_the_packed_step_stacks_biases_and_leaves_an_int8_models_products_apart():
+    model = untrained(seed=4)
+    for layer in model.decoder.layers:  # biases in every projection (the paper has none)
+        for name in ("w_q", "w_k", "w_v", "w_o"):
+            old = getattr(layer.self_attn, name)
+            new = nn.Linear(old.in_features, old.out_features, bias=True)
+            new.weight = old.weight
+            setattr(layer.self_attn, name, new)
+    assert packed_step(model).qkv[0][1].shape == (3 * model.decoder.layers[0].self_attn.d_model,)
+    worst, same = packed_against_reference(model)
+    assert worst < 1e-5 and same
+    int8 = torch.ao.quantization.quantize_dynamic(untrained(seed=4), {nn.Linear}, torch.qint8)
+    assert packed_step(int8).qkv == (None,) * len(int8.decoder.layers)  # three products each
+    worst, same = packed_against_reference(int8)
+    assert worst < 1e-5 and same
+
+
+def test_a_packed_step_refuses_another_models_cache_and_tokens_of_the_wrong_shape():
+    model, other = untrained(seed=4), untrained(seed=5)
+    src, src_mask = sources(2, seed=3)
+    step = packed_step(model)
+    with torch.no_grad():
+        cache = start_cache(model, model.encode(src, src_mask), src_mask)
+        with pytest.raises(InputError, match=r"^this step was packed from another model's"):
+            step(other, torch.tensor([START, START]), cache)
+        with pytest.raises(InputError, match=r"^tokens must be \(B,\) = \(2,\), one per cached"):
+            step(model, torch.tensor([START, START, START]), cache)
 
 
 def test_fused_attention_is_the_reference_attention_without_its_weights():

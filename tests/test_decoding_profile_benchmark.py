@@ -7,7 +7,7 @@ import pytest
 from torch import nn
 
 from annotated_transformer.decoding import batched
-from annotated_transformer.decoding.cache import fused_step
+from annotated_transformer.decoding.cache import packed_step
 
 
 def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path, capsys):
@@ -33,7 +33,7 @@ def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path
         )
     linear = "linear layers' matrix products"
     assert record["results"]["int8, greedy"]["groups"][linear]["ms_per_step"] > 0  # int8's kernel
-    assert batched.fused_step is fused_step  # the watch is taken off
+    assert batched.packed_step is packed_step  # the watch is taken off
     assert "float32, greedy:" in capsys.readouterr().out
 
 
@@ -69,8 +69,8 @@ class Encoder(nn.Module):
 def test_steps_times_the_encoder_and_puts_everything_back_after_an_error():
     model = Encoder()
     with pytest.raises(RuntimeError), decoding_profile.Steps(model) as steps:
-        assert batched.fused_step is not fused_step
+        assert batched.packed_step is not packed_step
         assert model.encode(1) == 2 and steps.encoder_seconds > 0
         raise RuntimeError("a search failed")
-    assert batched.fused_step is fused_step
+    assert batched.packed_step is packed_step
     assert "encode" not in vars(model) and model.encode(1) == 2

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
-from annotated_transformer.decoding.cache import fused_step
+from annotated_transformer.decoding.cache import packed_step
 from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
@@ -72,6 +72,8 @@ def translate_ids(
         return []
     model.eval()
     device = next(model.parameters()).device
+    # the decoder step in fewer operations (chapter "Fast decoding"); greedy needs only logits
+    step = packed_step(model, log_probs=beam_size > 1)
     lengths = torch.tensor([len(s) for s in sources])
     order = torch.argsort(lengths, stable=True).tolist()
     budget = max(max_tokens // beam_size, 1)
@@ -84,11 +86,11 @@ def translate_ids(
                                         padding_value=PAD_ID).to(device)  # fmt: skip
         limits = (lengths[indices] + 1 + EXTRA_LENGTH).clamp(max=max_len)  # (B,): <s> + n + 50
         mask = padding_mask(src, PAD_ID)  # (B, 1, S)
-        if beam_size == 1:  # (fused_step: decode_step with attention in one kernel)
-            rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID, step=fused_step)
+        if beam_size == 1:
+            rows = greedy_decode(model, src, mask, limits, BOS_ID, EOS_ID, PAD_ID, step=step)
             return rows.tolist()
         found = beam_search(model, src, mask, limits, BOS_ID, EOS_ID, beam_size, alpha,
-                            keep_greedy=keep_greedy, search=search, step=fused_step)  # fmt: skip
+                            keep_greedy=keep_greedy, search=search, step=step)  # fmt: skip
         return [hypotheses[0][0] for hypotheses in found]
 
     out: list[list[str]] = [[] for _ in sources]

@@ -14,6 +14,9 @@ and the keys and values of the encoder–decoder attention depend only on the me
 in a cache makes each step cost one position instead of the whole prefix. The step reuses the
 trained model's own modules (embeddings, projections, sub-layer connections, generator) and the
 reference `attention` function, so it computes what `EncoderDecoder.decode` computes.
+`fused_step` computes the same step with attention in one kernel, and `packed_step`'s step with
+fewer, larger operations still (the three projections of self-attention in one product, every row
+a vector): the step that `translate_ids` runs.
 
 Shapes: B rows (sentences, or sentences × beams), S source positions, t positions decoded so far,
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
@@ -254,5 +257,110 @@ def fused_attention(
 def fused_step(
     model: nn.Module, tokens: Tensor, cache: DecoderCache
 ) -> tuple[Tensor, DecoderCache]:
-    """`decode_step` with `fused_attention`: the step that `translate_ids` runs."""
+    """`decode_step` with `fused_attention` (`packed_step` packs it further)."""
     return decode_step(model, tokens, cache, attend=fused_attention)
+
+
+# From book/fast_decoding.ipynb,
+#   "Fast decoding: the cache and the batched beam search"
+#   › "The step in fewer, larger operations".
+def _stacked_qkv(attn: MultiHeadedAttention) -> tuple[Tensor, Tensor | None] | None:
+    """W^Q, W^K and W^V of one attention stacked, (h·d_k + h·d_k + h·d_v, d_model) in
+    `nn.Linear`'s layout, and their biases stacked (None without biases); None where the three
+    are not `nn.Linear` (an int8 model's)."""
+    projections = (attn.w_q, attn.w_k, attn.w_v)
+    if not all(type(p) is nn.Linear for p in projections):
+        return None
+    weight = torch.cat([p.weight for p in projections])  # (h·d_k + h·d_k + h·d_v, d_model)
+    bias = None if attn.w_q.bias is None else torch.cat([p.bias for p in projections])
+    return weight, bias
+
+
+@dataclass(frozen=True)
+class PackedStep:
+    """`fused_step`'s arithmetic in fewer operations; called as a step: step(model, tokens,
+    cache) -> (scores (B, V), cache). Made by `packed_step` from one model, for that model.
+
+    - decoder: the model's decoder, whose weights `qkv` holds stacked;
+    - qkv: per layer, the self-attention's stacked W^Q, W^K, W^V and biases, or None (three
+      products, as in an int8 model);
+    - log_probs: True, the scores are log-probabilities, as every step's; False, the generator's
+      logits, which have the same argmax in every row (enough for greedy decoding).
+    """
+
+    decoder: nn.Module
+    qkv: tuple[tuple[Tensor, Tensor | None] | None, ...]
+    log_probs: bool = True
+
+    def __call__(
+        self, model: nn.Module, tokens: Tensor, cache: DecoderCache
+    ) -> tuple[Tensor, DecoderCache]:
+        """Feed each row's newest token, tokens (B,); get the next token's scores (B, V), as
+        `log_probs` says, and the cache with position t added (as `decode_step`)."""
+        embed, position, layers = _decoder_parts(model)
+        if model.decoder is not self.decoder:
+            raise InputError("this step was packed from another model's weights: make one for this "
+                             "model with packed_step(model)")  # fmt: skip
+        if tokens.shape != (cache.rows,):
+            raise InputError(f"tokens must be (B,) = ({cache.rows},), one per cached row, got "
+                             f"{tuple(tokens.shape)}")  # fmt: skip
+        x = position(embed(tokens.unsqueeze(1)), offset=cache.length)[:, 0]  # (B, d_model)
+        keys, values = [], []
+        for i, layer in enumerate(layers):
+            x, k, v = _packed_layer_step(layer, self.qkv[i], x, cache, i)  # (B, d_model), ...
+            keys.append(k)
+            values.append(v)
+        if model.decoder.norm is not None:  # pre-norm stacks end in a LayerNorm
+            x = model.decoder.norm(x)
+        scores = model.generator(x) if self.log_probs else model.generator.proj(x)  # (B, V)
+        return scores, DecoderCache(
+            tuple(keys), tuple(values), cache.src_keys, cache.src_values, cache.src_mask,
+            width=cache.width,
+        )  # fmt: skip
+
+
+def packed_step(model: nn.Module, log_probs: bool = True) -> PackedStep:
+    """The decoder step of `model` with each self-attention's three projections stacked into one
+    product and every row a vector (see `PackedStep`). Pack again after the weights change."""
+    _, _, layers = _decoder_parts(model)
+    qkv = tuple(_stacked_qkv(layer.self_attn) for layer in layers)
+    return PackedStep(model.decoder, qkv, log_probs)
+
+
+def _packed_layer_step(
+    layer: DecoderLayer,
+    qkv: tuple[Tensor, Tensor | None] | None,
+    x: Tensor,
+    cache: DecoderCache,
+    i: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """`_layer_step` with rows as a matrix: x (B, d_model) -> (B, d_model), and the
+    self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v) with position t appended.
+    `qkv`: the layer's stacked W^Q, W^K, W^V and biases (from `_stacked_qkv`), or None."""
+    own, src, B, w = layer.self_attn, layer.src_attn, x.size(0), cache.width
+    new: dict[str, Tensor] = {}
+
+    def self_attention(x: Tensor) -> Tensor:  # x: (B, d_model)
+        if qkv is None:  # three products (an int8 model)
+            q, k, v = own.w_q(x), own.w_k(x), own.w_v(x)  # (B, h·d_k), (B, h·d_k), (B, h·d_v)
+        else:  # one product, split into the three
+            widths = [own.h * own.d_k, own.h * own.d_k, own.h * own.d_v]
+            q, k, v = nn.functional.linear(x, *qkv).split(widths, dim=1)  # (B, h·d) each
+        k, v = k.view(B, own.h, 1, own.d_k), v.view(B, own.h, 1, own.d_v)  # (B, h, 1, d)
+        new["keys"] = _append(cache.self_keys[i], k, cache.parents)  # (B, h, t+1, d_k)
+        new["values"] = _append(cache.self_values[i], v, cache.parents)  # (B, h, t+1, d_v)
+        q = q.view(B, own.h, 1, own.d_k)  # (B, h, 1, d_k)
+        out, _ = fused_attention(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
+        return own.w_o(out.reshape(B, own.h * own.d_v))  # (B, d_model): Concat(heads) W^O
+
+    def source_attention(x: Tensor) -> Tensor:  # x: (B, d_model)
+        # (B/w, h, w, d_k): the w rows of a sentence query its source side together
+        q = src.w_q(x).view(B // w, w, src.h, src.d_k).transpose(1, 2)
+        keys, values = cache.src_keys[i], cache.src_values[i]  # (B/w, h, S, d_k), (B/w, h, S, d_v)
+        out, _ = fused_attention(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
+        return src.w_o(out.transpose(1, 2).reshape(B, src.h * src.d_v))  # (B, d_model)
+
+    x = layer.sublayer[0](x, self_attention)
+    x = layer.sublayer[1](x, source_attention)
+    x = layer.sublayer[2](x, layer.feed_forward)
+    return x, new["keys"], new["values"]
