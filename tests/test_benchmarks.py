@@ -509,6 +509,41 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
         assert row["speed / reference"] == 1.0 or not name.startswith("reference")
 
 
+def test_the_batches_benchmark_compares_each_size_with_the_base_in_the_same_rounds(
+    data_dir, tmp_path, capsys
+):
+    import decoding_batches
+
+    out = tmp_path / "batches.json"
+    args = ["--data-dir", str(data_dir), "--limit", "10", "--sizes", "16,4096", "--base", "4096",
+            "--rounds", "2", "--output", str(out)]  # fmt: skip
+    assert decoding_batches.main(args) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert record["sentences"] == 10 and record["base"] == 4096 and record["rounds"] == 2
+    assert sorted(record["results"]) == ["16, beam 4", "16, greedy", "4096, beam 4", "4096, greedy"]
+    for row in record["results"].values():
+        assert len(row["every_seconds"]) == 2 and 0 <= row["same_as_4096"] <= 10
+    assert record["results"]["4096, greedy"]["speed / 4096"] == 1.0
+    assert record["results"]["4096, beam 4"]["same_as_4096"] == 10
+
+
+@pytest.mark.parametrize(
+    "sizes, why",
+    [("16,x", "--sizes must be integers separated by commas, got '16,x'"),
+     ("16,32", "--sizes must be positive and hold --base (4096), got '16,32'"),
+     ("0,4096", "--sizes must be positive and hold --base (4096), got '0,4096'")],
+)  # fmt: skip
+def test_the_batches_benchmark_refuses_sizes_in_one_line(sizes, why, tmp_path, capsys):
+    import decoding_batches
+
+    out = tmp_path / "batches.json"
+    argv = ["--sizes", sizes, "--base", "4096", "--output", str(out)]
+    assert decoding_batches.main(argv) == 1
+    assert capsys.readouterr().err == f"decoding_batches.py: error: {why}\n"
+    assert not out.exists()
+
+
 def test_the_in_place_cache_gives_the_steps_log_probabilities():
     import decoding_variants
 

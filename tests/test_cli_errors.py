@@ -1289,7 +1289,7 @@ CASES = [
          "not a record citing it", setup=crafted_checkpoint("crafted.pt", averaged_from="x"),
          note="crafted.pt: a checkpoint whose list of averaged steps is a string"),
     Case("out-of-memory-real", MACHINE, (*TR, SENTENCE), 1,
-         "out of memory while running translate: lower --max-tokens (now 16384) or --beam "
+         "out of memory while running translate: lower --max-tokens (now 8192) or --beam "
          "(now 4); 16,384.0 GiB asked for at once", "exit 1, names the options to lower",
          inject=("REAL_OUT_OF_MEMORY=1",),
          note="decoding asks PyTorch for 2^44 bytes, which it cannot allocate"),

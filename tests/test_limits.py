@@ -205,7 +205,7 @@ def test_out_of_memory_while_translating_names_max_tokens_and_beam(
 
     monkeypatch.setattr(Translator, "pretrained", classmethod(lambda cls, *args, **kw: translator))
     monkeypatch.setattr("annotated_transformer.translator.translate_ids", out_of_memory)
-    line = one_error(capsys, 1, "lower --max-tokens (now 16384) or --beam (now 4)",
+    line = one_error(capsys, 1, "lower --max-tokens (now 8192) or --beam (now 4)",
                      "translate", SENTENCE)  # fmt: skip
     assert ("out of GPU" if error == "gpu" else "out of memory") in line
 

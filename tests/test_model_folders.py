@@ -178,7 +178,7 @@ def test_a_real_allocation_that_fails_is_one_line(capsys, monkeypatch, folder):
 
     monkeypatch.setattr("annotated_transformer.translator.translate_ids", decode)
     err = fails(capsys, 1, "out of memory while running translate: lower --max-tokens (now "
-                "16384) or --beam (now 4); 16,384.0 GiB asked for at once", "translate",
+                "8192) or --beam (now 4); 16,384.0 GiB asked for at once", "translate",
                 "--checkpoint", str(folder / "run"), "Hund.")  # fmt: skip
     assert "DefaultCPUAllocator" not in err
 

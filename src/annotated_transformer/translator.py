@@ -58,7 +58,7 @@ class Translator:
     tgt_vocab: Vocab
     src_lang: str | None = None  # the source's tokenizer rules (default: config.languages[0])
     origin: dict = field(default_factory=dict)  # the checkpoint's path, step, training time
-    max_tokens: int = 16384  # source positions per batch when translating (a k-th for k beams)
+    max_tokens: int = 8192  # source positions per batch when translating (a k-th for k beams)
     bpe: BPETokenizer | None = None  # the shared BPE tokenizer of a tokenizer="bpe" run
     workers: int | None = None  # searches at once on a CPU (None: one per thread; `translate_ids`)
 

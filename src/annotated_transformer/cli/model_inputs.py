@@ -60,7 +60,7 @@ def open_model(args: argparse.Namespace, command: str) -> Any:
         check_ct2_search(args, f"--quantize {quantize} decodes with CTranslate2")
         needs_packages(f"translate --quantize {quantize}", ("ctranslate2",), "serve")
     translator = open_translator(
-        args.checkpoint, device=args.device, max_tokens=getattr(args, "max_tokens", 16384),
+        args.checkpoint, device=args.device, max_tokens=getattr(args, "max_tokens", 8192),
         workers=getattr(args, "threads", None), quantize=quantize, reads=command_reads(command),
         who=command,
     )  # fmt: skip

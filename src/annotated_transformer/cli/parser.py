@@ -374,9 +374,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         help=f"length penalty alpha, 0 to {MAX_ALPHA:g} (default: 0.6, §6.1)",
     )  # fmt: skip
     parser.add_argument(
-        "--max-tokens", type=_count(high=MAX_TOKENS), default=16384,
+        "--max-tokens", type=_count(high=MAX_TOKENS), default=8192,
         help="source tokens per decoding batch, a k-th of it for k beams; lower it if memory "
-        "runs out (default: 16384)",
+        "runs out (default: 8192)",
     )  # fmt: skip
     parser.add_argument(
         "--threads", type=thread_count,

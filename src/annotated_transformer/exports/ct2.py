@@ -261,7 +261,7 @@ class CT2Translator:
     config: TrainConfig
     bpe: BPETokenizer  # one tokenizer both ways (an export needs the shared BPE vocabulary)
     origin: dict = field(default_factory=dict)  # the checkpoint it was exported from, ...
-    max_tokens: int = 16384  # (CTranslate2 batches by its own rule; kept for the protocol)
+    max_tokens: int = 8192  # (CTranslate2 batches by its own rule; kept for the protocol)
     workers: int | None = None  # CTranslate2's threads per translation (None: its default)
 
     @classmethod

@@ -104,7 +104,7 @@ def open_translator(
     path: str | os.PathLike[str] | None = None,
     *,
     device: str | None = None,
-    max_tokens: int = 16384,
+    max_tokens: int = 8192,
     workers: int | None = None,
     quantize: str | None = None,
     reads: tuple[str, ...] | None = None,
