@@ -163,54 +163,47 @@ def test_decode_step_equals_the_full_decoder_at_every_step(any_model):
         torch.testing.assert_close(log_probs, expected, rtol=0, atol=1e-5)
 
 
+def through_beams(model, step):
+    """Every output of `step` on `model` for 4 sentences through 9 positions, with a widening to
+    two beams a sentence at position 2 and each beam continuing the other's prefix at 5."""
+    src, src_mask = sources(4, seed=13)
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.cat([torch.full((4, 1), START), torch.randint(2, V, (4, 8), generator=g)], 1)
+    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # two beams a sentence
+    outputs = []
+    with torch.no_grad():
+        cache = start_cache(model, model.encode(src, src_mask), src_mask)
+        for t in range(prefix.size(1)):
+            if t == 2:
+                cache = cache.select(rows, 2)
+            if t == 5:  # each beam continues the other's prefix
+                cache = cache.follow(torch.arange(8).view(4, 2).flip(1).flatten())
+            out, cache = step(model, prefix[:, t] if t < 2 else prefix[rows, t], cache)
+            outputs.append(out)
+    return outputs
+
+
 def test_the_fused_step_gives_the_reference_steps_log_probabilities(any_model):
-    """`fused_step` (attention in one kernel) through a widening and
-    a beam's reordering: the reference step's log-probabilities, to rounding."""
-    src, src_mask = sources(4, seed=13)
-    g = torch.Generator().manual_seed(5)
-    prefix = torch.cat([torch.full((4, 1), START), torch.randint(2, V, (4, 8), generator=g)], 1)
-    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # two beams a sentence
-    with torch.no_grad():
-        start = start_cache(any_model, any_model.encode(src, src_mask), src_mask)
-        a, b = start, start
-        for t in range(prefix.size(1)):
-            if t == 2:
-                a, b = a.select(rows, 2), b.select(rows, 2)
-            if t == 5:  # each beam continues the other's prefix
-                swap = torch.arange(8).view(4, 2).flip(1).flatten()
-                a, b = a.follow(swap), b.follow(swap)
-            tokens = prefix[:, t] if t < 2 else prefix[rows, t]
-            expected, a = decode_step(any_model, tokens, a)
-            found, b = fused_step(any_model, tokens, b)
-            torch.testing.assert_close(found, expected, rtol=0, atol=1e-5)
+    """`fused_step` (attention in one kernel) through a widening and a beam's reordering: the
+    reference step's log-probabilities, to rounding."""
+    expected = through_beams(any_model, decode_step)
+    for found, wanted in zip(through_beams(any_model, fused_step), expected, strict=True):
+        torch.testing.assert_close(found, wanted, rtol=0, atol=1e-5)
 
 
-def packed_against_reference(model, V=V):
+def packed_against_reference(model):
     """Step `model` with `decode_step` and with `packed_step`'s two steps (log-probabilities,
-    logits) through a widening and a beam's reordering; return the largest difference of the
-    log-probabilities, and whether the logits' argmax and log-softmax matched at every step."""
-    src, src_mask = sources(4, seed=13)
-    g = torch.Generator().manual_seed(5)
-    prefix = torch.cat([torch.full((4, 1), START), torch.randint(2, V, (4, 8), generator=g)], 1)
-    rows = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # two beams a sentence
-    step, logits_step = packed_step(model), packed_step(model, log_probs=False)
-    worst, same = 0.0, True
-    with torch.no_grad():
-        a = b = start_cache(model, model.encode(src, src_mask), src_mask)
-        for t in range(prefix.size(1)):
-            if t == 2:
-                a, b = a.select(rows, 2), b.select(rows, 2)
-            if t == 5:  # each beam continues the other's prefix
-                swap = torch.arange(8).view(4, 2).flip(1).flatten()
-                a, b = a.follow(swap), b.follow(swap)
-            tokens = prefix[:, t] if t < 2 else prefix[rows, t]
-            expected, a = decode_step(model, tokens, a)
-            logits, _ = logits_step(model, tokens, b)
-            found, b = step(model, tokens, b)
-            assert b.length == a.length and b.rows == a.rows
-            worst = max(worst, (found - expected).abs().max().item())
-            same &= torch.equal(logits.argmax(-1), found.argmax(-1))
-            same &= torch.allclose(logits.log_softmax(-1), found, rtol=0, atol=1e-6)
+    logits) through `through_beams`; return the largest difference of the log-probabilities,
+    and whether the logits' argmax and log-softmax matched at every step."""
+    expected = through_beams(model, decode_step)
+    found = through_beams(model, packed_step(model))
+    logits = through_beams(model, packed_step(model, log_probs=False))
+    worst = max((a - b).abs().max().item() for a, b in zip(found, expected, strict=True))
+    same = all(
+        torch.equal(z.argmax(-1), lp.argmax(-1))
+        and torch.allclose(z.log_softmax(-1), lp, rtol=0, atol=1e-6)
+        for z, lp in zip(logits, found, strict=True)
+    )
     return worst, same
 
 
