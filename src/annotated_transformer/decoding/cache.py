@@ -276,7 +276,7 @@ def _stacked_qkv(attn: MultiHeadedAttention) -> tuple[Tensor, Tensor | None] | N
     return weight, bias
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # (compared by identity: it holds tensors)
 class PackedStep:
     """`fused_step`'s arithmetic in fewer operations; called as a step: step(model, tokens,
     cache) -> (scores (B, V), cache). Made by `packed_step` from one model, for that model.
