@@ -14,9 +14,7 @@ and the keys and values of the encoder–decoder attention depend only on the me
 in a cache makes each step cost one position instead of the whole prefix. The step reuses the
 trained model's own modules (embeddings, projections, sub-layer connections, generator) and the
 reference `attention` function, so it computes what `EncoderDecoder.decode` computes.
-`fused_step` computes the same step with attention in one kernel, and `packed_step`'s step with
-fewer, larger operations still (the three projections of self-attention in one product, every row
-a vector): the step that `translate_ids` runs.
+`fused_step` and `packed_step` compute it in fewer operations (`translate_ids` runs the latter).
 
 Shapes: B rows (sentences, or sentences × beams), S source positions, t positions decoded so far,
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
