@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -53,11 +54,32 @@ def padded(sources: Sequence[torch.Tensor], device: torch.device) -> torch.Tenso
 
 
 def versions() -> dict[str, str]:
+    """The software that measured, and the processor it ran on (`cpu`), since CPU records taken
+    on different processors differ by more than what they compare."""
     return {
         "annotated_transformer": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "cpu": processor(),
     }
+
+
+def processor() -> str:
+    """The processor's name with its family and model (Linux), and the widest vector instructions
+    PyTorch's CPU kernels use on it: e.g. 'AMD EPYC (family 26, model 2), AVX512'."""
+    name, details = platform.processor() or platform.machine(), {}
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:  # not Linux
+        lines = []
+    for line in lines:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key in ("model name", "cpu family", "model") and key not in details:
+            details[key] = value
+    if "model name" in details:
+        name = f"{details['model name']} (family {details.get('cpu family', '?')}, model "
+        name += f"{details.get('model', '?')})"
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 def now() -> str:

@@ -26,6 +26,7 @@ the machine was at the same moments.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +45,12 @@ from annotated_transformer.util.device import describe_device
 
 # group: the operators whose self time it sums (the rest are "other operators")
 GROUPS = {
-    "linear layers' matrix products": ("aten::addmm", "aten::mm", "quantized::linear_dynamic"),
+    "linear layers' matrix products": (
+        "aten::addmm",
+        "aten::mm",
+        "quantized::linear_dynamic",
+        "mkldnn::_linear_pointwise",
+    ),
     # (the fused step's kernel does the products and the softmax at once: counted here)
     "attention's matrix products": (
         "aten::bmm",
@@ -85,14 +91,15 @@ OUTSIDE = "outside any operator (Python, bookkeeping)"
 
 
 class Steps:
-    """The step that `translate_ids` gives its searches (what `packed_step` makes) and
-    `model.encode`, watched: each step's rows, cache length and seconds, and the encoder's seconds
-    in all."""
+    """The step that `translate_ids` gives its searches (what `packed_step` makes) and the
+    encoder of the model it decodes with (what `onednn_linears` makes of `model`), watched: each
+    step's rows, cache length and seconds, and the encoder's seconds in all."""
 
     def __init__(self, model: nn.Module | None = None) -> None:
         self.calls: list[tuple[int, int, float]] = []  # (rows, cache length, seconds)
         self.encoder_seconds = 0.0
         self.model, self.original = model, batched.packed_step
+        self.onednn, self.watched = batched.onednn_linears, []
 
     def __enter__(self) -> Steps:
         def timed_packed_step(*args, **options):  # translate_ids' step, its calls timed
@@ -106,21 +113,28 @@ class Steps:
 
             return timed_step
 
-        def timed_encode(*args):
+        def timed_encode(model: nn.Module, *args):
             start = time.perf_counter()
-            out = type(self.model).encode(self.model, *args)
+            out = type(model).encode(model, *args)
             self.encoder_seconds += time.perf_counter() - start
             return out
 
+        def watched_model(model: nn.Module) -> nn.Module:  # what translate_ids decodes with
+            decoding = self.onednn(model)
+            if self.model is not None and model is self.model:  # this model's only
+                decoding.encode = functools.partial(timed_encode, decoding)
+                self.watched.append(decoding)
+            return decoding
+
         batched.packed_step = timed_packed_step  # what translate_ids makes its step with
-        if self.model is not None:
-            self.model.encode = timed_encode  # this model's only, until the block ends
+        batched.onednn_linears = watched_model
         return self
 
     def __exit__(self, *exc: object) -> None:
-        batched.packed_step = self.original
-        if self.model is not None:
-            del self.model.encode
+        batched.packed_step, batched.onednn_linears = self.original, self.onednn
+        for model in self.watched:  # until the block ends
+            del model.encode
+        self.watched.clear()
 
     def summary(self, seconds: float) -> dict:
         """Steps, rows, the fitted line and the bound on what continuous batching could save."""

@@ -1,4 +1,4 @@
-"""Four ways to make a decoder step faster, measured against the reference step in one run.
+"""Five ways to make a decoder step faster, measured against the reference step in one run.
 
     python benchmarks/decoding_variants.py --rounds 5 \
         --output results/bench-decoding-variants-cpu.json
@@ -17,7 +17,9 @@ times of the same round:
 - "fused": `fused_step`, the same with `scaled_dot_product_attention` (issue 61, item 3);
 - "packed": what `packed_step` makes, `fused_step`'s arithmetic with each self-attention's
   W^Q, W^K, W^V stacked into one product and every row a vector, returning logits to greedy
-  decoding: the step that `translate_ids` runs;
+  decoding, its products through MKL as `nn.Linear` computes them;
+- "oneDNN": the packed step on `onednn_linears(model)`, every linear layer's product through
+  oneDNN: what `translate_ids` runs;
 - "in place": the reference step on a cache allocated once per search, (L, R, h, d) per layer,
   each step writing its position at index t and attention reading the filled prefix; a beam's
   reordering gathers the filled positions into a second set of tensors, which then swap (item 1).
@@ -26,7 +28,8 @@ Each row gives the median and fastest seconds, the speed against "reference", an
 the 1,000 translations equal reference's. The last part compiles `fused_step` (`torch.compile`,
 Inductor, one fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it)
 and times it against the eager step at that shape, with the seconds the first call took to
-compile (item 2).
+compile (item 2). Last, `products`: each shape of the model's linear layers multiplied by
+`nn.Linear` (MKL) and by `OneDNNLinear` (oneDNN) on 64 and 512 rows, in turns, in GFLOP/s.
 Machines are noisy: compare the ratios within one run, not seconds across runs.
 """
 
@@ -49,6 +52,7 @@ from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import cache as cache_module
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.decoding.cache import DecoderCache, decode_step, fused_step, start_cache
+from annotated_transformer.decoding.onednn import OneDNNLinear
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.util.device import describe_device
@@ -148,8 +152,10 @@ def layer_step(
 
 
 @contextmanager
-def searching_with(start: Callable, step: Callable) -> Iterator[None]:
-    """`translate_ids`'s two searches with another cache: `start` and `step`."""
+def running(start: Callable | None = None, step: Callable | None = None,
+            onednn: bool = False) -> Iterator[None]:  # fmt: skip
+    """`translate_ids` with another cache (`start`) and step, or its own where None; its linear
+    layers' products through MKL (`nn.Linear`'s) unless `onednn` (`onednn_linears`)."""
 
     def greedy(*args, **options):
         return greedy_decode(*args, **{**options, "start": start, "step": step})
@@ -157,24 +163,23 @@ def searching_with(start: Callable, step: Callable) -> Iterator[None]:
     def beams(*args, **options):
         return beam_search(*args, **{**options, "start": start, "step": step})
 
-    originals = batched.greedy_decode, batched.beam_search
-    batched.greedy_decode, batched.beam_search = greedy, beams
+    originals = batched.greedy_decode, batched.beam_search, batched.onednn_linears
+    if step is not None:
+        batched.greedy_decode, batched.beam_search = greedy, beams
+    if not onednn:
+        batched.onednn_linears = lambda model: model
     try:
         yield
     finally:
-        batched.greedy_decode, batched.beam_search = originals
-
-
-@contextmanager
-def as_translate_ids_runs() -> Iterator[None]:
-    yield
+        batched.greedy_decode, batched.beam_search, batched.onednn_linears = originals
 
 
 VARIANTS: dict[str, Callable[[], object]] = {
-    "reference": lambda: searching_with(start_cache, decode_step),
-    "fused": lambda: searching_with(start_cache, fused_step),
-    "packed": as_translate_ids_runs,  # packed_step's
-    "in place": lambda: searching_with(start_in_place, in_place_step),
+    "reference": lambda: running(start_cache, decode_step),
+    "fused": lambda: running(start_cache, fused_step),
+    "packed": lambda: running(),  # packed_step's, nn.Linear's products
+    "oneDNN": lambda: running(onednn=True),  # what translate_ids runs
+    "in place": lambda: running(start_in_place, in_place_step),
 }
 
 
@@ -206,6 +211,35 @@ def compiled_step(translator, german: list[str], rows: int, positions: int) -> d
             "eager / compiled": round(best["eager"] / best["compiled"], 2),
             "max_abs_difference": float((fast - eager).abs().max()),
             "same_argmax_rows": int((fast.argmax(-1) == eager.argmax(-1)).sum())}  # fmt: skip
+
+
+def product_rates(model: nn.Module, rows: Sequence[int] = (64, 512)) -> list[dict]:
+    """The shipped model's linear layers, one of each shape, multiplied by `nn.Linear` (MKL)
+    and by `OneDNNLinear` (oneDNN) on `rows` rows, in turns: each one's GFLOP/s at its fastest
+    of 20 calls, and how far the two results are apart."""
+    shapes = {}
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            shapes.setdefault((module.in_features, module.out_features), module)
+    found = []
+    with torch.inference_mode():
+        for (d_in, d_out), linear in shapes.items():
+            fast = OneDNNLinear(linear.weight, linear.bias)
+            for n in rows:
+                x = torch.randn(n, d_in, generator=torch.Generator().manual_seed(n))  # (n, d_in)
+                best = {"mkl": float("inf"), "onednn": float("inf")}
+                for _ in range(20):
+                    for name, layer in (("mkl", linear), ("onednn", fast)):
+                        start = time.perf_counter()
+                        layer(x)
+                        best[name] = min(best[name], time.perf_counter() - start)
+                flops, apart = 2 * n * d_in * d_out, (linear(x) - fast(x)).abs().max()
+                found.append({"rows": n, "in": d_in, "out": d_out,
+                              "mkl_gflops": round(flops / best["mkl"] / 1e9, 1),
+                              "onednn_gflops": round(flops / best["onednn"] / 1e9, 1),
+                              "onednn / mkl": round(best["mkl"] / best["onednn"], 2),
+                              "max_abs_difference": float(apart)})  # fmt: skip
+    return found
 
 
 def translate_part(
@@ -269,8 +303,11 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "results": results,
         "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)
         if args.compile_rows else None,
-        "versions": versions(),
+        "products": product_rates(translator.model), "versions": versions(),
     }  # fmt: skip
+    for row in report["products"]:
+        print(f"product {row['rows']} x {row['in']} -> {row['out']}: MKL {row['mkl_gflops']} "
+              f"GFLOP/s, oneDNN {row['onednn_gflops']}")  # fmt: skip
     for name, row in results.items():
         print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
               f"{row['same_as_reference']} the same")  # fmt: skip

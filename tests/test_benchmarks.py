@@ -256,6 +256,8 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
                               "rounds", "sentences", "split", "versions"]  # fmt: skip
     # no other engine for word vocabularies: none swept, none left out
     assert record["ctranslate2_sweep"] == {} == record["left_out"]
+    # the processor it ran on, with the vector instructions PyTorch's kernels use there
+    assert record["versions"]["cpu"].endswith(f", {torch.backends.cpu.get_cpu_capability()}")
     during = record["machine"]["during"]  # issue 50: what the machine let it use
     assert during["busy_niceness"] == [0] and record["machine"]["before"]["busy_niceness"] == []
     assert during["cores_allowed"] >= 1 and len(during["load_average"]) == 3
@@ -504,9 +506,12 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
     for name, row in record["results"].items():
         assert len(row["every_seconds"]) == 2 and row["seconds"] > 0
         assert row["fastest_seconds"] == min(row["every_seconds"])
-        if name.startswith(("in place", "fused")):  # they compute what the reference step does
+        if name.startswith(("in place", "fused", "packed")):  # as the reference step does
             assert row["same_as_reference"] == 12, name
         assert row["speed / reference"] == 1.0 or not name.startswith("reference")
+    products = record["products"]  # nn.Linear's products against oneDNN's, every shape, 2 sizes
+    assert len(products) == 2 * len({(r["in"], r["out"]) for r in products}) >= 2
+    assert all(r["max_abs_difference"] < 1e-3 and r["onednn_gflops"] > 0 for r in products)
 
 
 def test_the_batches_benchmark_compares_each_size_with_the_base_in_the_same_rounds(

@@ -11,6 +11,8 @@ over a vocabulary small enough to list every output. The chapter "Results"
 averages checkpoints; the last part checks `annotated_transformer.runs.averaging`.
 """
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -19,12 +21,14 @@ from annotated_transformer.data.batch import collate
 from annotated_transformer.data.vocab import SPECIALS, Vocab
 from annotated_transformer.decoding import simple as decoding
 from annotated_transformer.decoding.cache import (
+    PackedStep,
     decode_step,
     fused_attention,
     fused_step,
     packed_step,
     start_cache,
 )
+from annotated_transformer.decoding.onednn import OneDNNLinear, onednn_linears
 from annotated_transformer.decoding.search import (
     _row_top,
     beam_search,
@@ -222,13 +226,60 @@ def test_the_packed_step_stacks_biases_and_leaves_an_int8_models_products_apart(
             new = nn.Linear(old.in_features, old.out_features, bias=True)
             new.weight = old.weight
             setattr(layer.self_attn, name, new)
-    assert packed_step(model).qkv[0][1].shape == (3 * model.decoder.layers[0].self_attn.d_model,)
+    assert packed_step(model).qkv[0].bias.shape == (3 * model.decoder.layers[0].self_attn.d_model,)
     worst, same = packed_against_reference(model)
     assert worst < 1e-5 and same
-    int8 = torch.ao.quantization.quantize_dynamic(untrained(seed=4), {nn.Linear}, torch.qint8)
-    assert packed_step(int8).qkv == (None,) * len(int8.decoder.layers)  # three products each
+
+
+@pytest.mark.parametrize("per_row", [True, False])
+def test_the_packed_step_stacks_int8_weights_with_a_scale_per_row_only(per_row):
+    """int8 weights with a scale per output row (`Translator.quantized`'s) stack into one product
+    with the three's numbers bit for bit; with one scale per matrix they stay three products."""
+    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig if per_row else None
+    int8 = torch.ao.quantization.quantize_dynamic(
+        untrained(seed=4), {nn.Linear: qconfig} if per_row else {nn.Linear}, torch.qint8
+    )
+    with warnings.catch_warnings():  # (int8 tensors announce their successor: not to users)
+        warnings.simplefilter("error")
+        stacked = packed_step(int8).qkv
+    assert all((one is not None) == per_row for one in stacked)
     worst, same = packed_against_reference(int8)
     assert worst < 1e-5 and same
+    apart = PackedStep(int8.decoder, (None,) * len(stacked))  # the three products
+    one, three = through_beams(int8, packed_step(int8)), through_beams(int8, apart)
+    assert all(torch.equal(a, b) for a, b in zip(one, three, strict=True))
+
+
+def test_onednn_linears_share_the_weights_and_give_the_reference_steps_log_probabilities(any_model):
+    """`onednn_linears` (every `nn.Linear` through oneDNN, what `translate_ids` decodes with):
+    the model's own weights, not copies; the packed step on it gives the reference step's
+    log-probabilities to rounding, and its logits have their argmax; the model is unchanged."""
+    fast = onednn_linears(any_model)
+    linears = [m for m in any_model.modules() if type(m) is nn.Linear]
+    onednn = [m for m in fast.modules() if isinstance(m, OneDNNLinear)]
+    assert len(onednn) == len(linears) and not any(type(m) is nn.Linear for m in fast.modules())
+    assert {m.dense.data_ptr() for m in onednn} == {m.weight.data_ptr() for m in linears}
+    ours = {id(t) for t in [*any_model.parameters(), *any_model.buffers()]}
+    assert {id(t) for t in [*fast.parameters(), *fast.buffers()]} <= ours  # nothing copied
+    assert all(type(qkv) is OneDNNLinear for qkv in packed_step(fast).qkv)  # stacked as well
+    expected = through_beams(any_model, decode_step)
+    found = through_beams(fast, packed_step(fast))
+    logits = through_beams(fast, packed_step(fast, log_probs=False))
+    assert max((a - b).abs().max().item() for a, b in zip(found, expected, strict=True)) < 1e-5
+    assert all(
+        torch.equal(z.argmax(-1), lp.argmax(-1)) for z, lp in zip(logits, found, strict=True)
+    )
+
+
+def test_onednn_linears_leave_a_model_they_cannot_run_as_it_is(monkeypatch):
+    """No oneDNN in the build, float64 weights, or int8 layers (nothing to replace): the model
+    itself comes back, and decodes as before."""
+    int8 = torch.ao.quantization.quantize_dynamic(untrained(seed=4), {nn.Linear}, torch.qint8)
+    for model in (untrained(seed=4).double(), int8):
+        assert onednn_linears(model) is model
+    model = untrained(seed=4)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert onednn_linears(model) is model
 
 
 def test_a_packed_step_refuses_another_models_cache_and_tokens_of_the_wrong_shape():

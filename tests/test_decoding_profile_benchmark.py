@@ -8,6 +8,7 @@ from torch import nn
 
 from annotated_transformer.decoding import batched
 from annotated_transformer.decoding.cache import packed_step
+from annotated_transformer.decoding.onednn import onednn_linears
 
 
 def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path, capsys):
@@ -67,10 +68,16 @@ class Encoder(nn.Module):
 
 
 def test_steps_times_the_encoder_and_puts_everything_back_after_an_error():
-    model = Encoder()
+    """The encoder timed is that of the model `translate_ids` decodes with (what
+    `onednn_linears` makes of the watched model), and only the watched model's."""
+    model, other = Encoder(), Encoder()
     with pytest.raises(RuntimeError), decoding_profile.Steps(model) as steps:
         assert batched.packed_step is not packed_step
-        assert model.encode(1) == 2 and steps.encoder_seconds > 0
+        assert batched.onednn_linears is not onednn_linears
+        decoding = batched.onednn_linears(model)  # as translate_ids calls it
+        assert decoding.encode(1) == 2 and steps.encoder_seconds > 0
+        seconds = steps.encoder_seconds
+        assert batched.onednn_linears(other).encode(1) == 2 and steps.encoder_seconds == seconds
         raise RuntimeError("a search failed")
-    assert batched.packed_step is packed_step
-    assert "encode" not in vars(model) and model.encode(1) == 2
+    assert batched.packed_step is packed_step and batched.onednn_linears is onednn_linears
+    assert "encode" not in vars(decoding) and decoding.encode(1) == 2

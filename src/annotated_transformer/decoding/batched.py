@@ -21,6 +21,7 @@ from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from annotated_transformer.decoding.cache import packed_step
 from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
+from annotated_transformer.decoding.onednn import onednn_linears
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.model.masks import padding_mask
@@ -72,8 +73,8 @@ def translate_ids(
         return []
     model.eval()
     device = next(model.parameters()).device
-    # the decoder step in fewer operations (chapter "Fast decoding"); greedy needs only logits
-    step = packed_step(model, log_probs=beam_size > 1)
+    model = onednn_linears(model)  # chapter "Fast decoding": products through oneDNN, and the
+    step = packed_step(model, log_probs=beam_size > 1)  # step in fewer operations
     lengths = torch.tensor([len(s) for s in sources])
     order = torch.argsort(lengths, stable=True).tolist()
     budget = max(max_tokens // beam_size, 1)

@@ -20,12 +20,14 @@ Shapes: B rows (sentences, or sentences × beams), S source positions, t positio
 h heads, d_k and d_v widths per head, d_model model width, V target vocabulary.
 """
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.decoding.onednn import OneDNNLinear
 from annotated_transformer.model.attention import MultiHeadedAttention, attention
 from annotated_transformer.model.layers import DecoderLayer
 from annotated_transformer.util.errors import InputError, InputTypeError
@@ -262,16 +264,43 @@ def fused_step(
 # From book/fast_decoding.ipynb,
 #   "Fast decoding: the cache and the batched beam search"
 #   › "The step in fewer, larger operations".
-def _stacked_qkv(attn: MultiHeadedAttention) -> tuple[Tensor, Tensor | None] | None:
-    """W^Q, W^K and W^V of one attention stacked, (h·d_k + h·d_k + h·d_v, d_model) in
-    `nn.Linear`'s layout, and their biases stacked (None without biases); None where the three
-    are not `nn.Linear` (an int8 model's)."""
-    projections = (attn.w_q, attn.w_k, attn.w_v)
-    if not all(type(p) is nn.Linear for p in projections):
+def _stacked_qkv(attn: MultiHeadedAttention) -> nn.Module | None:
+    """W^Q, W^K and W^V of one attention as one linear layer of h·d_k + h·d_k + h·d_v outputs,
+    in float or in int8 as they are; None where the three cannot be one exactly (layers of
+    another kind, or int8 weights with one scale for a whole matrix)."""
+    projections, kind = (attn.w_q, attn.w_k, attn.w_v), type(attn.w_q)
+    if kind in (nn.Linear, OneDNNLinear) and all(type(p) is kind for p in projections):
+        weights = [p.weight if kind is nn.Linear else p.dense for p in projections]
+        weight = torch.cat(weights).detach()  # (h·d_k + h·d_k + h·d_v, d_model)
+        bias = None if attn.w_q.bias is None else torch.cat([p.bias for p in projections]).detach()
+        if kind is OneDNNLinear:  # (the section "Matrix products through oneDNN", below)
+            return OneDNNLinear(weight, bias)
+        stacked = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None, device="meta")
+        stacked.weight = nn.Parameter(weight, requires_grad=False)
+        if bias is not None:
+            stacked.bias = nn.Parameter(bias, requires_grad=False)
+        return stacked
+    return _stacked_int8(projections)
+
+
+def _stacked_int8(projections: tuple[nn.Module, ...]) -> nn.Module | None:
+    """Three int8 linear layers with a scale per output row (`Translator.quantized`'s) as one:
+    their rows stacked, each with its scale, so that its product is the three's, bit for bit."""
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear  # (only for int8 models)
+
+    if not all(type(p) is Int8Linear and p.weight().qscheme() == torch.per_channel_affine
+               and p.weight().q_per_channel_axis() == 0 for p in projections):  # fmt: skip
         return None
-    weight = torch.cat([p.weight for p in projections])  # (h·d_k + h·d_k + h·d_v, d_model)
-    bias = None if attn.w_q.bias is None else torch.cat([p.bias for p in projections])
-    return weight, bias
+    weights, biases = [p.weight() for p in projections], [p.bias() for p in projections]
+    rows = torch.cat([w.dequantize() for w in weights])  # (h·d_k + h·d_k + h·d_v, d_model)
+    scales = torch.cat([w.q_per_channel_scales() for w in weights])
+    zero_points = torch.cat([w.q_per_channel_zero_points() for w in weights])
+    with warnings.catch_warnings():  # int8 tensors announce their successor, torchao
+        warnings.simplefilter("ignore")
+        weight = torch.quantize_per_channel(rows, scales, zero_points, 0, torch.qint8)  # same ints
+        stacked = Int8Linear(rows.size(1), rows.size(0), dtype=torch.qint8)
+        stacked.set_weight_bias(weight, None if biases[0] is None else torch.cat(biases))
+    return stacked
 
 
 @dataclass(frozen=True, eq=False)  # (compared by identity: it holds tensors)
@@ -280,14 +309,14 @@ class PackedStep:
     cache) -> (scores (B, V), cache). Made by `packed_step` from one model, for that model.
 
     - decoder: the model's decoder, whose weights `qkv` holds stacked;
-    - qkv: per layer, the self-attention's stacked W^Q, W^K, W^V and biases, or None (three
-      products, as in an int8 model);
+    - qkv: per layer, the self-attention's W^Q, W^K, W^V stacked as one linear layer, or None
+      (three products);
     - log_probs: True, the scores are log-probabilities, as every step's; False, the generator's
       logits, which have the same argmax in every row (enough for greedy decoding).
     """
 
     decoder: nn.Module
-    qkv: tuple[tuple[Tensor, Tensor | None] | None, ...]
+    qkv: tuple[nn.Module | None, ...]
     log_probs: bool = True
 
     def __call__(
@@ -327,23 +356,23 @@ def packed_step(model: nn.Module, log_probs: bool = True) -> PackedStep:
 
 def _packed_layer_step(
     layer: DecoderLayer,
-    qkv: tuple[Tensor, Tensor | None] | None,
+    qkv: nn.Module | None,
     x: Tensor,
     cache: DecoderCache,
     i: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """`_layer_step` with rows as a matrix: x (B, d_model) -> (B, d_model), and the
     self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v) with position t appended.
-    `qkv`: the layer's stacked W^Q, W^K, W^V and biases (from `_stacked_qkv`), or None."""
+    `qkv`: the layer's W^Q, W^K, W^V as one linear layer (from `_stacked_qkv`), or None."""
     own, src, B, w = layer.self_attn, layer.src_attn, x.size(0), cache.width
     new: dict[str, Tensor] = {}
 
     def self_attention(x: Tensor) -> Tensor:  # x: (B, d_model)
-        if qkv is None:  # three products (an int8 model)
+        if qkv is None:  # three products
             q, k, v = own.w_q(x), own.w_k(x), own.w_v(x)  # (B, h·d_k), (B, h·d_k), (B, h·d_v)
         else:  # one product, split into the three
             widths = [own.h * own.d_k, own.h * own.d_k, own.h * own.d_v]
-            q, k, v = nn.functional.linear(x, *qkv).split(widths, dim=1)  # (B, h·d) each
+            q, k, v = qkv(x).split(widths, dim=1)  # (B, h·d) each
         k, v = k.view(B, own.h, 1, own.d_k), v.view(B, own.h, 1, own.d_v)  # (B, h, 1, d)
         new["keys"] = _append(cache.self_keys[i], k, cache.parents)  # (B, h, t+1, d_k)
         new["values"] = _append(cache.self_values[i], v, cache.parents)  # (B, h, t+1, d_v)
