@@ -19,6 +19,7 @@ from torch import nn
 
 from annotated_transformer.data.batch import collate
 from annotated_transformer.data.vocab import SPECIALS, Vocab
+from annotated_transformer.decoding import onednn
 from annotated_transformer.decoding import simple as decoding
 from annotated_transformer.decoding.cache import (
     PackedStep,
@@ -258,7 +259,7 @@ def test_onednn_linears_share_the_weights_and_give_the_reference_steps_log_proba
     linears = [m for m in any_model.modules() if type(m) is nn.Linear]
     onednn = [m for m in fast.modules() if isinstance(m, OneDNNLinear)]
     assert len(onednn) == len(linears) and not any(type(m) is nn.Linear for m in fast.modules())
-    assert {m.dense.data_ptr() for m in onednn} == {m.weight.data_ptr() for m in linears}
+    assert {m.weight.data_ptr() for m in onednn} == {m.weight.data_ptr() for m in linears}
     ours = {id(t) for t in [*any_model.parameters(), *any_model.buffers()]}
     assert {id(t) for t in [*fast.parameters(), *fast.buffers()]} <= ours  # nothing copied
     assert all(type(qkv) is OneDNNLinear for qkv in packed_step(fast).qkv)  # stacked as well
@@ -272,12 +273,20 @@ def test_onednn_linears_share_the_weights_and_give_the_reference_steps_log_proba
 
 
 def test_onednn_linears_leave_a_model_they_cannot_run_as_it_is(monkeypatch):
-    """No oneDNN in the build, float64 weights, or int8 layers (nothing to replace): the model
-    itself comes back, and decodes as before."""
+    """No oneDNN in the build, operators that fail, float64 weights, or int8 layers (nothing to
+    replace): the model itself comes back."""
     int8 = torch.ao.quantization.quantize_dynamic(untrained(seed=4), {nn.Linear}, torch.qint8)
     for model in (untrained(seed=4).double(), int8):
         assert onednn_linears(model) is model
     model = untrained(seed=4)
+
+    class Failing(OneDNNLinear):  # a build whose oneDNN operators fail
+        def forward(self, x):
+            raise RuntimeError("could not create a primitive")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(onednn, "OneDNNLinear", Failing)
+        assert onednn_linears(model) is model
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert onednn_linears(model) is model
 

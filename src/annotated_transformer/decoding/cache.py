@@ -270,8 +270,7 @@ def _stacked_qkv(attn: MultiHeadedAttention) -> nn.Module | None:
     another kind, or int8 weights with one scale for a whole matrix)."""
     projections, kind = (attn.w_q, attn.w_k, attn.w_v), type(attn.w_q)
     if kind in (nn.Linear, OneDNNLinear) and all(type(p) is kind for p in projections):
-        weights = [p.weight if kind is nn.Linear else p.dense for p in projections]
-        weight = torch.cat(weights).detach()  # (h·d_k + h·d_k + h·d_v, d_model)
+        weight = torch.cat([p.weight for p in projections]).detach()  # (h·(2d_k + d_v), d_model)
         bias = None if attn.w_q.bias is None else torch.cat([p.bias for p in projections]).detach()
         if kind is OneDNNLinear:  # (the section "Matrix products through oneDNN", below)
             return OneDNNLinear(weight, bias)

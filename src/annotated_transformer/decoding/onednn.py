@@ -18,16 +18,17 @@ from torch import Tensor, nn
 
 class OneDNNLinear(nn.Module):
     """y = x W^T + b through oneDNN (PyTorch's `mkldnn` operators), with W laid out once for its
-    kernels. For inference: it holds plain tensors, not parameters. `dense` is W as `nn.Linear`
-    holds it, (out_features, in_features), for whoever stacks it (`packed_step`)."""
+    kernels. For inference: it holds plain tensors, not parameters. `weight` and `bias` are
+    `nn.Linear`'s, W (out_features, in_features), for code that reads them (`packed_step`)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.dense, self.bias = weight.detach(), None if bias is None else bias.detach()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.dense, None)  # oneDNN's blocks
+        self.weight, self.bias = weight.detach(), None if bias is None else bias.detach()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)  # oneDNN's blocks
 
     def forward(self, x: Tensor) -> Tensor:
+        """x (..., in_features) -> (..., out_features), as `nn.Linear`."""
         rows = x.reshape(-1, self.in_features)  # (rows, in_features): every position a row
         y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
         return y.view(*x.shape[:-1], self.out_features)  # (..., out_features)
@@ -36,7 +37,8 @@ class OneDNNLinear(nn.Module):
 def onednn_linears(model: nn.Module) -> nn.Module:
     """A copy of `model`, in its mode, whose `nn.Linear` layers are `OneDNNLinear`s sharing its
     weights (nothing else is copied); `model` itself where that cannot run: no oneDNN in this
-    build of PyTorch, weights not float32 on the CPU, or no `nn.Linear` to replace."""
+    build of PyTorch (or its operators fail), weights not float32 on the CPU, or no `nn.Linear`
+    to replace."""
     tensors = [*model.parameters(), *model.buffers()]
     linears = [m for m in model.modules() if type(m) is nn.Linear]
     runs = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -45,8 +47,12 @@ def onednn_linears(model: nn.Module) -> nn.Module:
         return model
     shared = {id(t): t for t in tensors}  # deepcopy's memo: these are not copied
     fast = copy.deepcopy(model, memo=shared)
-    for module in list(fast.modules()):
-        for name, child in module.named_children():
-            if type(child) is nn.Linear:
-                setattr(module, name, OneDNNLinear(child.weight, child.bias))
+    try:
+        for module in list(fast.modules()):
+            for name, child in module.named_children():
+                if type(child) is nn.Linear:
+                    setattr(module, name, OneDNNLinear(child.weight, child.bias))
+                    getattr(module, name)(child.weight.new_zeros(1, child.in_features))  # runs?
+    except (RuntimeError, NotImplementedError):  # a build whose oneDNN cannot: nn.Linear's
+        return model
     return fast
