@@ -1,6 +1,6 @@
 """Five ways to make a decoder step faster, measured against the reference step in one run.
 
-    python benchmarks/decoding_variants.py --rounds 5 \
+    python benchmarks/decoding_variants.py --rounds 3 \
         --output results/bench-decoding-variants-cpu.json
 
 The model that ships with the package translates all of test2016 as one of `translate_ids`'s
