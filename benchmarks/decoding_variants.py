@@ -28,8 +28,12 @@ Each row gives the median and fastest seconds, the speed against "reference", an
 the 1,000 translations equal reference's. The last part compiles `fused_step` (`torch.compile`,
 Inductor, one fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it)
 and times it against the eager step at that shape, with the seconds the first call took to
-compile (item 2). Last, `products`: each shape of the model's linear layers multiplied by
-`nn.Linear` (MKL) and by `OneDNNLinear` (oneDNN) on 64 and 512 rows, in turns, in GFLOP/s.
+compile (item 2). Then `products`: each shape of the model's linear layers multiplied by
+`nn.Linear` (MKL) and by `OneDNNLinear` (oneDNN) on 64 and 512 rows, in turns, in GFLOP/s. Last,
+`encoder`: the batches `translate_ids` makes of the sentences (`max_tokens` 8,192 for greedy
+decoding, 2,048 for beam 4) encoded whole (`model.encode`) and by `encode_in_pieces`, on the
+model with oneDNN's products, in turns, five times: the fastest seconds of each, and how many
+batches' memories are the same bit for bit.
 Machines are noisy: compare the ratios within one run, not seconds across runs.
 """
 
@@ -49,12 +53,20 @@ from torch import Tensor, nn
 
 import annotated_transformer.decoding.batched as batched
 from annotated_transformer.data.multi30k import read_split
+from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.decoding import cache as cache_module
 from annotated_transformer.decoding.batched import translate_ids
-from annotated_transformer.decoding.cache import DecoderCache, decode_step, fused_step, start_cache
-from annotated_transformer.decoding.onednn import OneDNNLinear
+from annotated_transformer.decoding.cache import (
+    DecoderCache,
+    decode_step,
+    encode_in_pieces,
+    fused_step,
+    start_cache,
+)
+from annotated_transformer.decoding.onednn import OneDNNLinear, onednn_linears
 from annotated_transformer.decoding.search import beam_search, greedy_decode
 from annotated_transformer.exports.formats import PYTORCH, open_translator
+from annotated_transformer.model.masks import padding_mask
 from annotated_transformer.util.device import describe_device
 
 SEARCHES = {"greedy": 1, "beam 4": 4}
@@ -242,6 +254,41 @@ def product_rates(model: nn.Module, rows: Sequence[int] = (64, 512)) -> list[dic
     return found
 
 
+def encoder_pieces(model: nn.Module, sources: list, rounds: int = 5) -> dict:
+    """The batches `translate_ids` makes (greedy's 8,192 source positions, beam 4's 2,048),
+    encoded whole and in pieces by the model with oneDNN's products, in turns: the fastest of
+    `rounds` seconds of each way over all batches, and the batches whose memories are equal."""
+    model = onednn_linears(model.eval())
+    lengths = torch.tensor([len(s) for s in sources])
+    order = torch.argsort(lengths, stable=True).tolist()
+    found = {}
+    for how, max_tokens in (("greedy", 8192), ("beam 4", 2048)):
+        batches = [
+            b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), max_tokens) if b
+        ]
+        srcs = [
+            nn.utils.rnn.pad_sequence([sources[i] for i in b], batch_first=True) for b in batches
+        ]
+        pairs = [(src, padding_mask(src, 0)) for src in srcs]  # (B, S), (B, 1, S)
+        ways = {"whole": lambda m, s, k: m.encode(s, k), "in pieces": encode_in_pieces}
+        best = dict.fromkeys(ways, float("inf"))
+        with torch.inference_mode():
+            for _ in range(rounds):
+                for name, encode in ways.items():
+                    start = time.perf_counter()
+                    for src, mask in pairs:
+                        encode(model, src, mask)
+                    best[name] = min(best[name], time.perf_counter() - start)
+            whole = [model.encode(src, mask) for src, mask in pairs]
+            pieces = [encode_in_pieces(model, src, mask) for src, mask in pairs]
+            same = sum(torch.equal(a, b) for a, b in zip(whole, pieces, strict=True))
+        found[how] = {"max_tokens": max_tokens, "batches": len(srcs), "same_memory": same,
+                      "whole_seconds": round(best["whole"], 3),
+                      "in_pieces_seconds": round(best["in pieces"], 3),
+                      "whole / in pieces": round(best["whole"] / best["in pieces"], 2)}  # fmt: skip
+    return found
+
+
 def translate_part(
     variant: str, translator, sources: list, beam: int, found: list[list[str]]
 ) -> float:
@@ -303,7 +350,8 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "results": results,
         "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)
         if args.compile_rows else None,
-        "products": product_rates(translator.model), "versions": versions(),
+        "products": product_rates(translator.model),
+        "encoder": encoder_pieces(translator.model, sources), "versions": versions(),
     }  # fmt: skip
     for row in report["products"]:
         print(f"product {row['rows']} x {row['in']} -> {row['out']}: MKL {row['mkl_gflops']} "
@@ -312,6 +360,9 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
               f"{row['same_as_reference']} the same")  # fmt: skip
     print("compiled step:", report["compiled_step"] or "not measured (--compile-rows 0)")
+    for how, row in report["encoder"].items():
+        print(f"encoder, {how}: whole / in pieces {row['whole / in pieces']}, "
+              f"{row['same_memory']} of {row['batches']} batches the same memory")  # fmt: skip
     write_report(report, args.output)
     return 0
 

@@ -95,7 +95,8 @@ def translate_ids(
         return [hypotheses[0][0] for hypotheses in found]
 
     out: list[list[str]] = [[] for _ in sources]
-    for indices, rows in run_searches(search_piece, pieces(batches, workers), workers, progress):
+    jobs = pieces(batches, workers, lengths.tolist())  # the largest first
+    for indices, rows in run_searches(search_piece, jobs, workers, progress):
         for i, row in zip(indices, rows, strict=True):
             out[i] = tgt_vocab.decode(row)
     return out

@@ -390,3 +390,23 @@ def _packed_layer_step(
     x = layer.sublayer[1](x, source_attention)
     x = layer.sublayer[2](x, layer.feed_forward)
     return x, new["keys"], new["values"]
+
+
+# From book/fast_decoding.ipynb,
+#   "Fast decoding: the cache and the batched beam search"
+#   › "The encoder in pieces".
+ENCODER_PIECE = 1024  # source positions per piece of `encode_in_pieces` on a CPU
+
+
+def encode_in_pieces(
+    model: nn.Module, src: Tensor, src_mask: Tensor, max_tokens: int = ENCODER_PIECE
+) -> Tensor:
+    """`model.encode(src, src_mask)`, the memory (B, S, d_model) of src (B, S) with src_mask
+    (B, 1, S), computed on a CPU a few rows at a time, at most `max_tokens` positions a piece:
+    the same numbers, with a piece's activations kept in the processor's caches."""
+    B, S = src.shape
+    rows = max(1, max_tokens // max(S, 1))  # rows per piece
+    if src.device.type != "cpu" or rows >= B:
+        return model.encode(src, src_mask)
+    pieces = [model.encode(src[i : i + rows], src_mask[i : i + rows]) for i in range(0, B, rows)]
+    return torch.cat(pieces)  # (B, S, d_model)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from annotated_transformer.decoding.cache import decode_step, start_cache
+from annotated_transformer.decoding.cache import decode_step, encode_in_pieces, start_cache
 from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
 from annotated_transformer.model.masks import subsequent_mask
 from annotated_transformer.util.errors import InputError
@@ -143,7 +143,7 @@ def greedy_decode(
     limits = _check_inputs(src, src_mask, max_len)
     _check_model_fits(model, src, limits, start_symbol, end_symbol, optional_end=True)
     B = src.size(0)
-    cache = start(model, model.encode(src, src_mask), src_mask)
+    cache = start(model, encode_in_pieces(model, src, src_mask), src_mask)  # model.encode's
     out = torch.full((B, int(limits.max())), pad_symbol, dtype=torch.long, device=src.device)
     out[:, 0] = start_symbol
     rows = torch.arange(B, device=src.device)  # the sentences still being decoded
@@ -225,7 +225,7 @@ def _start_beams(
         alpha,
         end_symbol,
         finished=[[] for _ in range(B)],
-        cache=start(model, model.encode(src, src_mask), src_mask),  # one row per sentence
+        cache=start(model, encode_in_pieces(model, src, src_mask), src_mask),  # a row a sentence
         history=torch.full((B, 1), start_symbol, dtype=torch.long, device=device),  # (B, 1)
         width=1,
         scores=torch.zeros(B, 1, device=device),  # (B, 1)

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from annotated_transformer.util.cores import usable_cores
 
 Job = TypeVar("Job")  # what one search is given: here, a piece of a batch
+PIECES = 3  # pieces per worker that `pieces` makes at least
 
 
 def decoding_workers(device: torch.device) -> int:
@@ -36,15 +37,24 @@ def decoding_workers(device: torch.device) -> int:
     return max(1, min(torch.get_num_threads(), usable_cores()))
 
 
-def pieces(batches: list[list[int]], workers: int) -> list[list[int]]:
-    """`batches` (lists of sentence indices, sorted by length), the largest halved until each
-    worker has two to take: fewer would leave workers idle at the end."""
+def pieces(batches: list[list[int]], workers: int, lengths: Sequence[int]) -> list[list[int]]:
+    """`batches` (lists of sentence indices, sorted by length; `lengths[i]` is sentence i's) for
+    `workers`: the largest, by its padded positions, halved until each worker has PIECES to take,
+    then the largest first. A worker that finishes early takes the next; with the small pieces
+    last, none waits long for the others at the end."""
     pieces = [list(b) for b in batches]
-    while 1 < workers and len(pieces) < 2 * workers and max(len(p) for p in pieces) > 1:
-        largest = max(range(len(pieces)), key=lambda i: len(pieces[i]))
+    if workers == 1:
+        return pieces
+
+    def size(piece: list[int]) -> int:  # padded source positions: rows × the longest
+        return len(piece) * max(lengths[i] for i in piece)
+
+    while len(pieces) < PIECES * workers and max(len(p) for p in pieces) > 1:
+        halves = [i for i, piece in enumerate(pieces) if len(piece) > 1]  # (one sentence: whole)
+        largest = max(halves, key=lambda i: size(pieces[i]))
         indices, half = pieces[largest], len(pieces[largest]) // 2
         pieces[largest : largest + 1] = [indices[:half], indices[half:]]
-    return pieces
+    return sorted(pieces, key=size, reverse=True)  # (stable: equal sizes keep their order)
 
 
 def run_searches(
