@@ -24,12 +24,18 @@ from annotated_transformer.decoding import simple as decoding
 from annotated_transformer.decoding.cache import (
     PackedStep,
     decode_step,
+    encode_in_pieces,
     fused_attention,
     fused_step,
     packed_step,
     start_cache,
 )
-from annotated_transformer.decoding.onednn import OneDNNLinear, onednn_linears
+from annotated_transformer.decoding.onednn import (
+    OneDNNCopy,
+    OneDNNLinear,
+    onednn_linears,
+    weights_key,
+)
 from annotated_transformer.decoding.search import (
     _row_top,
     beam_search,
@@ -289,6 +295,47 @@ def test_onednn_linears_leave_a_model_they_cannot_run_as_it_is(monkeypatch):
         assert onednn_linears(model) is model
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert onednn_linears(model) is model
+
+
+def test_a_onednn_copy_is_kept_until_the_weights_change():
+    """`OneDNNCopy` returns the copy it made while the model and its weights stay the same; a
+    change in place (`load_state_dict`), another model or new parameter tensors make a new one."""
+    model, keep = untrained(seed=4), OneDNNCopy()
+    first = keep(model)
+    assert keep(model) is first and first is not model
+    x = torch.randn(3, model.generator.proj.in_features)
+    model.load_state_dict(untrained(seed=5).state_dict())  # copied into the same tensors
+    changed = keep(model)
+    assert changed is not first and keep(model) is changed
+    with torch.no_grad():
+        assert torch.allclose(changed.generator.proj(x), model.generator.proj(x), atol=1e-5)
+    other = untrained(seed=4)
+    assert keep(other) is not changed
+    model.generator.proj.weight = nn.Parameter(model.generator.proj.weight.detach().clone())
+    assert keep(model) is not keep(other)
+
+
+def test_inference_tensors_get_a_new_copy_every_time():
+    """Weights made in inference mode keep no count of their changes: no key, no kept copy."""
+    with torch.inference_mode():
+        model = untrained(seed=4)
+    assert weights_key(model) is None
+    keep = OneDNNCopy()
+    assert keep(model) is not keep(model)
+
+
+def test_the_encoder_in_pieces_gives_the_whole_batchs_memory():
+    """`encode_in_pieces`: pieces of a few rows, joined, are `model.encode`'s memory, to the last
+    bits of attention's batched products (which may sum in another order for fewer matrices);
+    a batch no larger than a piece is encoded whole, bit for bit."""
+    model = onednn_linears(untrained(seed=4).eval())
+    src, src_mask = sources(9, seed=3)  # (9, S)
+    with torch.no_grad():
+        whole = model.encode(src, src_mask)
+        assert torch.equal(encode_in_pieces(model, src, src_mask, src.numel()), whole)
+        for max_tokens in (1, src.size(1) * 2):  # one row a piece, two rows
+            pieces = encode_in_pieces(model, src, src_mask, max_tokens)
+            assert pieces.shape == whole.shape and torch.allclose(pieces, whole, atol=1e-5)
 
 
 def test_a_packed_step_refuses_another_models_cache_and_tokens_of_the_wrong_shape():

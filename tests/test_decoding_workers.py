@@ -99,6 +99,37 @@ def test_an_error_stops_the_jobs_not_yet_begun(restore_threads):
     assert len(ran) < 99 and torch.get_num_threads() == threads
 
 
+def test_one_job_runs_on_the_callers_threads(restore_threads):
+    """One job alone (one sentence, say) runs on the calling thread, with its threads: a worker of
+    one thread would leave the others idle. Two jobs go to the workers."""
+    import threading
+
+    torch.set_num_threads(2)
+    seen = []
+
+    def search(job: int) -> list:
+        seen.append((threading.current_thread(), torch.get_num_threads()))
+        return [job]
+
+    assert list(run_searches(search, [7], workers=2)) == [(7, [7])]
+    assert seen == [(threading.current_thread(), 2)]
+    seen.clear()
+    assert list(run_searches(search, [1, 2], workers=2)) == [(1, [1]), (2, [2])]
+    assert all(thread is not threading.current_thread() and n == 1 for thread, n in seen)
+
+
+def test_the_translator_keeps_its_decoding_copy(monkeypatch):
+    """`Translator.translate` makes the model with oneDNN's products once, not at every call."""
+    from annotated_transformer.decoding import onednn
+
+    made = []
+    real = onednn.onednn_linears
+    monkeypatch.setattr(onednn, "onednn_linears", lambda model: made.append(1) or real(model))
+    translator = Translator.pretrained(device="cpu")  # (its own copy kept, none made yet)
+    first = translator.translate(["Ein Hund rennt."], beam_size=1)
+    assert translator.translate(["Ein Hund rennt."], beam_size=1) == first and len(made) == 1
+
+
 def test_two_calls_at_once_give_the_sequential_results_and_leave_the_threads(
     shipped, restore_threads
 ):

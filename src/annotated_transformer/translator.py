@@ -35,6 +35,7 @@ from annotated_transformer.data.vocab import (
     not_text,
 )
 from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.onednn import OneDNNCopy
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util.device import default_device
@@ -61,6 +62,8 @@ class Translator:
     max_tokens: int = 8192  # source positions per batch when translating (a k-th for k beams)
     bpe: BPETokenizer | None = None  # the shared BPE tokenizer of a tokenizer="bpe" run
     workers: int | None = None  # searches at once on a CPU (None: one per thread; `translate_ids`)
+    # the model with oneDNN's products that `translate` decodes with, kept between calls
+    decoding: OneDNNCopy = field(default_factory=OneDNNCopy, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bpe is not None:  # one tokenizer both ways; exact detokenization
@@ -98,7 +101,7 @@ class Translator:
             return []
         encoded = self.encode(sentences)
         outputs = translate_ids(
-            self.model, encoded, self.tgt_vocab, max_len=self.config.model.max_len,
+            self.decoding(self.model), encoded, self.tgt_vocab, max_len=self.config.model.max_len,
             max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
             progress=progress, search=search, workers=self.workers,
         )  # fmt: skip

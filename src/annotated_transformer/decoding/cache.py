@@ -403,7 +403,8 @@ def encode_in_pieces(
 ) -> Tensor:
     """`model.encode(src, src_mask)`, the memory (B, S, d_model) of src (B, S) with src_mask
     (B, 1, S), computed on a CPU a few rows at a time, at most `max_tokens` positions a piece:
-    the same numbers, with a piece's activations kept in the processor's caches."""
+    a piece's tensors stay in the processor's caches. The same memory, but for the last bits
+    where a batched product of fewer matrices sums in another order."""
     B, S = src.shape
     rows = max(1, max_tokens // max(S, 1))  # rows per piece
     if src.device.type != "cpu" or rows >= B:

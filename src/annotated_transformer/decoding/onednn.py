@@ -56,3 +56,28 @@ def onednn_linears(model: nn.Module) -> nn.Module:
     except (RuntimeError, NotImplementedError):  # a build whose oneDNN cannot: nn.Linear's
         return model
     return fast
+
+
+def weights_key(model: nn.Module) -> tuple | None:
+    """What `OneDNNCopy` compares: the model, and each parameter's identity, memory and count of
+    in-place changes; None where a parameter keeps no count (an inference-mode tensor)."""
+    try:
+        return (id(model), *((id(p), p.data_ptr(), p._version) for p in model.parameters()))
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return None
+
+
+class OneDNNCopy:
+    """`onednn_linears(model)`, made again only when it must: called with the model of the
+    last call, whose weights are the same tensors, unchanged, it returns the copy it made then.
+    (The copy shares those tensors, so while it is kept, no other tensor can take their ids.)"""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.copy: nn.Module | None = None
+
+    def __call__(self, model: nn.Module) -> nn.Module:
+        key = weights_key(model)
+        if key is None or key != self.key or self.copy is None:
+            self.copy, self.key = onednn_linears(model), key
+        return self.copy

@@ -61,9 +61,10 @@ def run_searches(
     search: Callable[[Job], list], jobs: Sequence[Job], workers: int, progress: bool = False
 ) -> Iterator[tuple[Job, list]]:
     """(job, `search(job)`) for every job, in order: on `workers` threads of one CPU thread each,
-    or in turn where `workers` is 1."""
+    or in turn, on the caller's threads, where `workers` is 1 or there is one job (one sentence,
+    say: a worker of one thread would leave the other threads idle)."""
     bar = tqdm(total=len(jobs), desc="translate", unit="batch", disable=not progress)
-    if workers == 1:
+    if workers == 1 or len(jobs) == 1:
         for job in jobs:
             yield job, search(job)
             bar.update()
