@@ -49,12 +49,12 @@ def test_test2016_translates_byte_for_byte_as_recorded(shipped, data_dir, restor
         assert torch.get_num_threads() == threads  # the workers' threads left as they were
 
 
-def test_pieces_split_the_largest_batch_until_each_worker_has_two_largest_first():
+def test_pieces_split_the_largest_batch_until_each_worker_has_three_largest_first():
     batches = [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9]]
     lengths = [2] * 8 + [10, 10]  # padded positions: 16 and 20
     assert pieces(batches, 1, lengths) == batches  # one worker: as they are
-    found = pieces(batches, 2, lengths)  # [8, 9] (20 positions) halved first, then the 16
-    assert found == [[8], [9], [0, 1, 2, 3], [4, 5, 6, 7]]  # two each, the largest first
+    found = pieces(batches, 2, lengths)  # [8, 9] (20 positions) halved first, then the 16s
+    assert found == [[8], [9], [0, 1], [2, 3], [4, 5], [6, 7]]  # three each, the largest first
     assert pieces([[0, 1], [2, 3]], 2, [1, 1, 1, 1]) == [[0], [1], [2], [3]]  # none left empty
     assert pieces([[0]], 4, [5]) == [[0]]  # a sentence is not split
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from annotated_transformer.util.cores import usable_cores
 
 Job = TypeVar("Job")  # what one search is given: here, a piece of a batch
-PIECES = 2  # pieces per worker that `pieces` makes at least
+PIECES = 3  # pieces per worker that `pieces` makes at least
 
 
 def decoding_workers(device: torch.device) -> int:
