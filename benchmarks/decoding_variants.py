@@ -53,9 +53,8 @@ from torch import Tensor, nn
 
 import annotated_transformer.decoding.batched as batched
 from annotated_transformer.data.multi30k import read_split
-from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.decoding import cache as cache_module
-from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.batched import length_batches, translate_ids
 from annotated_transformer.decoding.cache import (
     DecoderCache,
     decode_step,
@@ -260,12 +259,9 @@ def encoder_pieces(model: nn.Module, sources: list, rounds: int = 5) -> dict:
     `rounds` seconds of each way over all batches, and the batches whose memories are equal."""
     model = onednn_linears(model.eval())
     lengths = torch.tensor([len(s) for s in sources])
-    order = torch.argsort(lengths, stable=True).tolist()
     found = {}
     for how, max_tokens in (("greedy", 8192), ("beam 4", 2048)):
-        batches = [
-            b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), max_tokens) if b
-        ]
+        batches = length_batches(lengths, max_tokens)
         srcs = [
             nn.utils.rnn.pad_sequence([sources[i] for i in b], batch_first=True) for b in batches
         ]

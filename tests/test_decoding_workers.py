@@ -9,7 +9,7 @@ import torch
 
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import workers as workers_module
-from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.batched import length_batches, translate_ids
 from annotated_transformer.decoding.workers import decoding_workers, pieces, run_searches
 from annotated_transformer.translator import Translator
 from annotated_transformer.util import cores as cores_module
@@ -97,6 +97,16 @@ def test_an_error_stops_the_jobs_not_yet_begun(restore_threads):
     with pytest.raises(MemoryError, match="a batch too large"):
         list(run_searches(search, list(range(100)), workers=2))
     assert len(ran) < 99 and torch.get_num_threads() == threads
+
+
+def test_length_batches_sort_and_fill_to_the_budget():
+    """`translate_ids`'s batches: every sentence once, shortest first, within the budget."""
+    lengths = torch.tensor([5, 1, 3, 9, 2, 2])
+    batches = length_batches(lengths, 6)
+    assert sorted(i for b in batches for i in b) == list(range(6))
+    flat = [int(lengths[i]) for b in batches for i in b]
+    assert flat == sorted(flat) and all(len(b) * max(lengths[b].tolist()) <= 6 or len(b) == 1
+                                        for b in batches)  # fmt: skip
 
 
 def test_one_job_runs_on_the_callers_threads(restore_threads):

@@ -30,6 +30,13 @@ from annotated_transformer.util.errors import InputError
 EXTRA_LENGTH = 50  # a translation may be this many tokens longer than its source
 
 
+def length_batches(lengths: Tensor, max_tokens: int) -> list[list[int]]:
+    """Sentence indices, sorted by their `lengths` (n,), in batches of at most `max_tokens`
+    source positions (a longer sentence alone), shortest first: `translate_ids`'s batches."""
+    order = torch.argsort(lengths, stable=True).tolist()
+    return [b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), max_tokens) if b]
+
+
 def check_sizes(max_tokens: int, workers: int | None, beam_size: int, vocab_size: int) -> None:
     """`translate_ids`'s guards: a beam no wider than the vocabulary, positive batch and workers."""
     if beam_size > vocab_size:
@@ -76,9 +83,7 @@ def translate_ids(
     model = onednn_linears(model)  # chapter "Fast decoding": products through oneDNN, and the
     step = packed_step(model, log_probs=beam_size > 1)  # step in fewer operations
     lengths = torch.tensor([len(s) for s in sources])
-    order = torch.argsort(lengths, stable=True).tolist()
-    budget = max(max_tokens // beam_size, 1)
-    batches = [b for b in fill_batches(order, lengths.numpy(), lengths.numpy(), budget) if b]
+    batches = length_batches(lengths, max(max_tokens // beam_size, 1))  # shortest first
     workers = workers or decoding_workers(device)
 
     def search_piece(indices: list[int]) -> list[list[int]]:
