@@ -402,12 +402,21 @@ def encode_in_pieces(
     model: nn.Module, src: Tensor, src_mask: Tensor, max_tokens: int = ENCODER_PIECE
 ) -> Tensor:
     """`model.encode(src, src_mask)`, the memory (B, S, d_model) of src (B, S) with src_mask
-    (B, 1, S), computed on a CPU a few rows at a time, at most `max_tokens` positions a piece:
-    a piece's tensors stay in the processor's caches. The same memory, but for the last bits
-    where a batched product of fewer matrices sums in another order."""
+    (B, 1, S), computed on a CPU a few rows at a time, at most `max_tokens` positions a piece,
+    each piece cut after its last real position: a piece's tensors stay in the processor's
+    caches, and rows sorted by length skip most of the padding. At real positions the memory is
+    `model.encode`'s but for the last bits, where a smaller product sums in another order; at
+    the padding, which src_mask hides from every query, it is zero."""
     B, S = src.shape
     rows = max(1, max_tokens // max(S, 1))  # rows per piece
     if src.device.type != "cpu" or rows >= B:
         return model.encode(src, src_mask)
-    pieces = [model.encode(src[i : i + rows], src_mask[i : i + rows]) for i in range(0, B, rows)]
-    return torch.cat(pieces)  # (B, S, d_model)
+    ends = (src_mask[:, 0] * torch.arange(1, S + 1)).amax(dim=1).tolist()  # (B,): last real + 1
+    memory = None
+    for i in range(0, B, rows):
+        n = max(max(ends[i : i + rows]), 1)  # the piece's positions up to its last real one
+        piece = model.encode(src[i : i + rows, :n], src_mask[i : i + rows, :, :n])  # (r, n, d)
+        if memory is None:
+            memory = piece.new_zeros(B, S, piece.size(-1))  # (B, S, d_model)
+        memory[i : i + rows, :n] = piece
+    return memory

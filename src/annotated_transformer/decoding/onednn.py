@@ -15,30 +15,67 @@ import copy
 import torch
 from torch import Tensor, nn
 
+from annotated_transformer.model.feed_forward import PositionwiseFeedForward
+
 
 class OneDNNLinear(nn.Module):
     """y = x W^T + b through oneDNN (PyTorch's `mkldnn` operators), with W laid out once for its
-    kernels. For inference: it holds plain tensors, not parameters. `weight` and `bias` are
-    `nn.Linear`'s, W (out_features, in_features), for code that reads them (`packed_step`)."""
+    kernels; `activation="relu"` gives max(0, y), computed by the same kernel as it writes y
+    (a oneDNN "post-op"). For inference: it holds plain tensors, not parameters. `weight` and
+    `bias` are `nn.Linear`'s, W (out_features, in_features), for code that reads them."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, activation: str = "none") -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.weight, self.bias = weight.detach(), None if bias is None else bias.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)  # oneDNN's blocks
+        self.activation = activation  # "none" or "relu"
 
     def forward(self, x: Tensor) -> Tensor:
         """x (..., in_features) -> (..., out_features), as `nn.Linear`."""
         rows = x.reshape(-1, self.in_features)  # (rows, in_features): every position a row
-        y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(
+            rows, self.packed, self.bias, self.activation, [], ""
+        )
         return y.view(*x.shape[:-1], self.out_features)  # (..., out_features)
+
+
+class OneDNNFeedForward(nn.Module):
+    """`PositionwiseFeedForward` on `OneDNNLinear`s, its ReLU computed in W₁'s product: the same
+    numbers, without a pass over the d_ff-wide activations. (..., d_model) -> (..., d_model)."""
+
+    def __init__(self, ffn: PositionwiseFeedForward) -> None:
+        super().__init__()
+        self.w_1 = OneDNNLinear(ffn.w_1.weight, ffn.w_1.bias, activation="relu")  # max(0, xW₁ + b₁)
+        self.w_2 = OneDNNLinear(ffn.w_2.weight, ffn.w_2.bias)  # W₂, b₂
+        self.dropout = ffn.dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        """FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ at each position of x (..., d_model)."""
+        return self.w_2(self.dropout(self.w_1(x)))  # (..., d_model), d_ff wide inside
+
+
+def _swap_in(module: nn.Module) -> None:
+    """Inside `module`, each feed-forward layer of two `nn.Linear`s becomes a `OneDNNFeedForward`
+    and every other `nn.Linear` a `OneDNNLinear`, each run once on a row of zeros (it runs?)."""
+    for name, child in module.named_children():
+        plain = type(child) is PositionwiseFeedForward
+        if plain and type(child.w_1) is type(child.w_2) is nn.Linear:
+            new, width = OneDNNFeedForward(child), child.w_1.in_features
+        elif type(child) is nn.Linear:
+            new, width = OneDNNLinear(child.weight, child.bias), child.in_features
+        else:
+            _swap_in(child)
+            continue
+        new(torch.zeros(1, width))
+        setattr(module, name, new)
 
 
 def onednn_linears(model: nn.Module) -> nn.Module:
     """A copy of `model`, in its mode, whose `nn.Linear` layers are `OneDNNLinear`s sharing its
-    weights (nothing else is copied); `model` itself where that cannot run: no oneDNN in this
-    build of PyTorch (or its operators fail), weights not float32 on the CPU, or no `nn.Linear`
-    to replace."""
+    weights, in `OneDNNFeedForward`s where they make a feed-forward layer (nothing else is
+    copied); `model` itself where that cannot run: no oneDNN in this build of PyTorch (or its
+    operators fail), weights not float32 on the CPU, or no `nn.Linear` to replace."""
     tensors = [*model.parameters(), *model.buffers()]
     linears = [m for m in model.modules() if type(m) is nn.Linear]
     runs = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -48,11 +85,7 @@ def onednn_linears(model: nn.Module) -> nn.Module:
     shared = {id(t): t for t in tensors}  # deepcopy's memo: these are not copied
     fast = copy.deepcopy(model, memo=shared)
     try:
-        for module in list(fast.modules()):
-            for name, child in module.named_children():
-                if type(child) is nn.Linear:
-                    setattr(module, name, OneDNNLinear(child.weight, child.bias))
-                    getattr(module, name)(child.weight.new_zeros(1, child.in_features))  # runs?
+        _swap_in(fast)
     except (RuntimeError, NotImplementedError):  # a build whose oneDNN cannot: nn.Linear's
         return model
     return fast
