@@ -325,17 +325,23 @@ def test_inference_tensors_get_a_new_copy_every_time():
 
 
 def test_the_encoder_in_pieces_gives_the_whole_batchs_memory():
-    """`encode_in_pieces`: pieces of a few rows, joined, are `model.encode`'s memory, to the last
-    bits of attention's batched products (which may sum in another order for fewer matrices);
-    a batch no larger than a piece is encoded whole, bit for bit."""
+    """`encode_in_pieces`: pieces of a few rows, each cut after its last real position, joined,
+    are `model.encode`'s memory at the real positions, to the last bits (a smaller product may
+    sum in another order), and zero where a piece was cut off; a batch no larger than a piece
+    is encoded whole, bit for bit."""
     model = onednn_linears(untrained(seed=4).eval())
     src, src_mask = sources(9, seed=3)  # (9, S)
+    real = src_mask[:, 0].unsqueeze(-1)  # (9, S, 1)
+    assert not real.all()  # (some rows are padded)
     with torch.no_grad():
         whole = model.encode(src, src_mask)
         assert torch.equal(encode_in_pieces(model, src, src_mask, src.numel()), whole)
         for max_tokens in (1, src.size(1) * 2):  # one row a piece, two rows
             pieces = encode_in_pieces(model, src, src_mask, max_tokens)
-            assert pieces.shape == whole.shape and torch.allclose(pieces, whole, atol=1e-5)
+            assert pieces.shape == whole.shape
+            assert torch.allclose(pieces * real, whole * real, atol=1e-5)
+        one_row = encode_in_pieces(model, src, src_mask, 1)  # each row cut after its last token
+        assert not one_row.masked_select(~real).any()  # zero at the padding
 
 
 def test_a_packed_step_refuses_another_models_cache_and_tokens_of_the_wrong_shape():

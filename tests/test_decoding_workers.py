@@ -156,3 +156,47 @@ def test_two_calls_at_once_give_the_sequential_results_and_leave_the_threads(
             shipped.model, part, shipped.tgt_vocab, max_len=256, beam_size=2, workers=2
         ), (sources[:12], sources[12:])))  # fmt: skip
     assert both == alone and torch.get_num_threads() == 2
+
+
+def test_jobs_from_a_generator_are_taken_at_most_ahead_and_come_back_in_order(restore_threads):
+    """A stream's chunks: `run_searches` takes jobs from a generator as workers need them, never
+    more than `ahead` of them not yet given back, and gives the results in the jobs' order."""
+    taken, given = [], []
+
+    def jobs():
+        for job in range(12):
+            taken.append(job)
+            yield job
+
+    def search(job: int) -> list:
+        time.sleep(0.002 * (job % 3))  # (unequal jobs: the later may end first)
+        return [job * job]
+
+    for job, found in run_searches(search, jobs(), workers=2, ahead=3):
+        assert len(taken) - len(given) <= 3  # ahead of what has come back
+        given.append((job, found))
+    assert given == [(job, [job * job]) for job in range(12)]
+
+
+def test_a_stream_may_translate_while_it_is_read(shipped, restore_threads):
+    """The thread that reads a stream (which keeps its workers while it is read) may call
+    `translate` between two of its translations: the pool's lock lets the same thread in."""
+    import threading
+
+    torch.set_num_threads(2)
+    german = [de for de, _ in read_split("test2016")[:12]]
+    found = {}
+
+    def read() -> None:
+        stream = shipped.translate_stream(german, chunk=3, beam_size=1)
+        found["first"] = next(stream)
+        found["inside"] = shipped.translate(german[:4], beam_size=1)[0]  # (pieces: workers)
+        found["rest"] = list(stream)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert not reader.is_alive(), "translate inside a stream waited for the stream's own lock"
+    assert found["inside"] == found["first"] == shipped.translate(german, beam_size=1)[0]
+    assert [found["first"], *found["rest"]] == shipped.translate(german, beam_size=1)
+    assert torch.get_num_threads() == 2

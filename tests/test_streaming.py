@@ -9,6 +9,7 @@ would grow with is the input read ahead, the encoded sentences and the outputs h
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import signal
@@ -196,8 +197,13 @@ def translator():
     return Translator.from_checkpoint(RUN, device="cpu")
 
 
-def test_translate_stream_reads_a_chunk_ahead_and_gives_what_translate_gives(translator):
-    sentences = [SENTENCE, "", "Eine Frau lacht.", "  ", "Zwei Kinder spielen."] * 3
+@pytest.mark.parametrize("workers", [1, 2])
+def test_translate_stream_reads_two_chunks_a_worker_ahead_and_gives_what_translate_gives(
+    translator, workers
+):
+    """One worker reads a chunk ahead of what it gives; two, each translating chunks of its own,
+    read at most two chunks each (of 4 sentences, here) before the first translation comes."""
+    sentences = [SENTENCE, "", "Eine Frau lacht.", "  ", "Zwei Kinder spielen."] * 5
     pulled = []
 
     def source():  # a generator that notes how far it has been read
@@ -205,9 +211,11 @@ def test_translate_stream_reads_a_chunk_ahead_and_gives_what_translate_gives(tra
             pulled.append(sentence)
             yield sentence
 
-    stream = translator.translate_stream(source(), chunk=4, beam_size=1)
+    chosen = copy.copy(translator)
+    chosen.workers = workers
+    stream = chosen.translate_stream(source(), chunk=4, beam_size=1)
     first = next(stream)
-    assert len(pulled) == 4  # one chunk read, no more
+    assert len(pulled) == 4 * (1 if workers == 1 else 2 * workers)
     rest = list(stream)
     whole = translator.translate([s for s in sentences if s.strip()], beam_size=1)
     expected = iter(whole)

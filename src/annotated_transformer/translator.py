@@ -36,6 +36,7 @@ from annotated_transformer.data.vocab import (
 )
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.decoding.onednn import OneDNNCopy
+from annotated_transformer.decoding.workers import decoding_workers, run_searches
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util.device import default_device
@@ -165,9 +166,13 @@ class Translator:
     ) -> Iterator[str]:
         """Translations of `sentences` (a list, a file's lines, a generator) as they come, `chunk`
         at a time, with `translate`'s settings (`beam_size`, `alpha`, `search`, ...): one per
-        sentence, in order, "" for an empty one."""
-        translate = lambda batch: self.translate(batch, **decoding)  # noqa: E731
-        return translate_in_chunks(translate, sentences, chunk)
+        sentence, in order, "" for an empty one. On a CPU, each of `workers` translates a chunk of
+        its own, so that none waits for the others at a chunk's end."""
+        workers = self.workers or decoding_workers(self.device)
+        one = copy.copy(self)  # the same model, tokenizer and kept oneDNN copy, for a worker:
+        one.workers = 1  # one search at a time
+        translate = lambda batch: one.translate(batch, **decoding)  # noqa: E731
+        return translate_in_chunks(translate, sentences, chunk, workers)
 
     def quantized(self, dtype: str = "int8") -> "Translator":
         """A copy of this translator whose linear layers hold int8 weights (PyTorch's dynamic
@@ -218,21 +223,31 @@ def refuse_one_string(sentences: Sequence[str]) -> None:
 
 
 def translate_in_chunks(
-    translate: Callable[[list[str]], list[str]], sentences: Iterable[str], chunk: int
+    translate: Callable[[list[str]], list[str]],
+    sentences: Iterable[str],
+    chunk: int,
+    workers: int = 1,
 ) -> Iterator[str]:
     """`translate` over `sentences`, `chunk` at a time: one translation per sentence, in order,
-    each chunk's as soon as it is done ("" for an empty sentence). It reads at most one chunk
-    ahead, so memory stays bounded however many sentences come."""
+    each chunk's as soon as it and those before it are done ("" for an empty sentence). With
+    `workers` above one, that many chunks are translated at once, each by one call on a worker
+    of one CPU thread (`run_searches`). It reads at most two chunks a worker ahead, so memory
+    stays bounded however many sentences come."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise InputError(f"chunk must be a positive integer, got {chunk!r}")
     if isinstance(sentences, str):
         raise InputTypeError("sentences must be an iterable of strings, not one string")
     remaining = iter(sentences)
-    while lines := list(islice(remaining, chunk)):
+    chunks = iter(lambda: list(islice(remaining, chunk)), [])  # lists of at most `chunk` lines
+
+    def one(lines: list[str]) -> list[str]:
         filled = [i for i, line in enumerate(lines) if normalize(line)]
         outputs = translate([lines[i] for i in filled]) if filled else []
         done = dict(zip(filled, outputs, strict=True))
-        yield from (done.get(i, "") for i in range(len(lines)))
+        return [done.get(i, "") for i in range(len(lines))]
+
+    for _, translations in run_searches(one, chunks, workers, ahead=2 * workers):
+        yield from translations
 
 
 def refuse_quantized(model: nn.Module, what: str) -> None:

@@ -405,8 +405,8 @@ def encode_in_pieces(
     (B, 1, S), computed on a CPU a few rows at a time, at most `max_tokens` positions a piece,
     each piece cut after its last real position: a piece's tensors stay in the processor's
     caches, and rows sorted by length skip most of the padding. At real positions the memory is
-    `model.encode`'s but for the last bits, where a smaller product sums in another order; at
-    the padding, which src_mask hides from every query, it is zero."""
+    `model.encode`'s but for the last bits, where a smaller product sums in another order; past
+    a piece's cut, in the padding that src_mask hides from every query, it is zero."""
     B, S = src.shape
     rows = max(1, max_tokens // max(S, 1))  # rows per piece
     if src.device.type != "cpu" or rows >= B:

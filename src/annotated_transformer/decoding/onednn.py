@@ -11,6 +11,7 @@ decoding", section "Matrix products through oneDNN"). Shapes: (..., in_features)
 """
 
 import copy
+import threading
 
 import torch
 from torch import Tensor, nn
@@ -103,14 +104,17 @@ def weights_key(model: nn.Module) -> tuple | None:
 class OneDNNCopy:
     """`onednn_linears(model)`, made again only when it must: called with the model of the
     last call, whose weights are the same tensors, unchanged, it returns the copy it made then.
-    (The copy shares those tensors, so while it is kept, no other tensor can take their ids.)"""
+    (The copy shares those tensors, so while it is kept, no other tensor can take their ids.)
+    Threads may share one: a call waits while another makes the copy."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
         self.copy: nn.Module | None = None
+        self.lock = threading.Lock()
 
     def __call__(self, model: nn.Module) -> nn.Module:
         key = weights_key(model)
-        if key is None or key != self.key or self.copy is None:
-            self.copy, self.key = onednn_linears(model), key
-        return self.copy
+        with self.lock:
+            if key is None or key != self.key or self.copy is None:
+                self.copy, self.key = onednn_linears(model), key
+            return self.copy

@@ -15,8 +15,9 @@ the batches in turn.
 """
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import torch
@@ -58,13 +59,21 @@ def pieces(batches: list[list[int]], workers: int, lengths: Sequence[int]) -> li
 
 
 def run_searches(
-    search: Callable[[Job], list], jobs: Sequence[Job], workers: int, progress: bool = False
+    search: Callable[[Job], list],
+    jobs: Iterable[Job],
+    workers: int,
+    progress: bool = False,
+    ahead: int | None = None,
 ) -> Iterator[tuple[Job, list]]:
     """(job, `search(job)`) for every job, in order: on `workers` threads of one CPU thread each,
     or in turn, on the caller's threads, where `workers` is 1 or there is one job (one sentence,
-    say: a worker of one thread would leave the other threads idle)."""
-    bar = tqdm(total=len(jobs), desc="translate", unit="batch", disable=not progress)
-    if workers == 1 or len(jobs) == 1:
+    say: a worker of one thread would leave the other threads idle). `jobs` may be a generator:
+    with `ahead`, at most that many are taken from it and not yet given back (a stream's chunks,
+    which then stay few in memory); without, all are taken at once."""
+    sized = isinstance(jobs, Sized)
+    bar = tqdm(total=len(jobs) if sized else None, desc="translate", unit="batch",
+               disable=not progress)  # fmt: skip
+    if workers == 1 or (sized and len(jobs) == 1):
         for job in jobs:
             yield job, search(job)
             bar.update()
@@ -80,7 +89,7 @@ def run_searches(
 
         pool = ThreadPoolExecutor(workers, thread_name_prefix="translate")
         try:
-            for done in pool.map(one, jobs):
+            for done in _in_order(pool, one, jobs, ahead):
                 yield done
                 bar.update()
         finally:  # on an error or Ctrl-C, the jobs not yet begun never run
@@ -92,4 +101,16 @@ def run_searches(
 # PyTorch's thread count is the process's: the workers set it to 1, and put back what they found
 # when they are done. One pool at a time, so that a second call never reads the first's 1 as the
 # count to put back.
-ONE_POOL = threading.Lock()
+ONE_POOL = threading.RLock()  # (reentrant: a thread that holds it, in a stream, may translate)
+
+
+def _in_order(pool: Executor, work: Callable, jobs: Iterable[Job], ahead: int | None) -> Iterator:
+    """`work(job)` of every job, run by `pool`, in the jobs' order; at most `ahead` jobs taken and
+    not yet given back (None: every job taken at once, as `pool.map` takes them)."""
+    pending: deque[Future] = deque()
+    for job in jobs:
+        pending.append(pool.submit(work, job))
+        if ahead is not None and len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
