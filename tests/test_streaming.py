@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from annotated_transformer.data.vocab import EOS_ID
+from annotated_transformer.translator import translate_in_chunks
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "fixtures" / "checkpoint-0.1.0" / "word"
@@ -202,7 +203,8 @@ def test_translate_stream_reads_two_chunks_a_worker_ahead_and_gives_what_transla
     translator, workers
 ):
     """One worker reads a chunk ahead of what it gives; two, each translating chunks of its own,
-    read at most two chunks each (of 4 sentences, here) before the first translation comes."""
+    read two chunks (of 4 sentences, here), and at most two each before the first translation
+    comes."""
     sentences = [SENTENCE, "", "Eine Frau lacht.", "  ", "Zwei Kinder spielen."] * 5
     pulled = []
 
@@ -215,7 +217,10 @@ def test_translate_stream_reads_two_chunks_a_worker_ahead_and_gives_what_transla
     chosen.workers = workers
     stream = chosen.translate_stream(source(), chunk=4, beam_size=1)
     first = next(stream)
-    assert len(pulled) == 4 * (1 if workers == 1 else 2 * workers)
+    if workers == 1:
+        assert len(pulled) == 4  # one chunk
+    else:  # two chunks read at once, then at most two a worker
+        assert 2 * 4 <= len(pulled) <= 2 * workers * 4
     rest = list(stream)
     whole = translator.translate([s for s in sentences if s.strip()], beam_size=1)
     expected = iter(whole)
@@ -240,3 +245,36 @@ def test_translate_stream_refuses_what_it_cannot_stream(
 def test_translate_stream_of_nothing_is_nothing(translator):
     assert list(translator.translate_stream(iter([]))) == []
     assert list(translator.translate_stream(["", " "])) == ["", ""]
+
+
+def _upper(calls: list, who: str):
+    return lambda batch: calls.append((who, len(batch))) or [s.upper() for s in batch]
+
+
+def test_one_chunk_goes_to_every_worker_and_more_to_a_worker_each():
+    """`translate_in_chunks`: a text of one chunk goes to `translate` (every worker on it); a
+    longer one, chunk by chunk, to `one_worker`, in order, "" for an empty line."""
+    calls: list = []
+    every, one = _upper(calls, "every"), _upper(calls, "one")
+    assert list(translate_in_chunks(every, ["a", "", "b"], 4, one, workers=2)) == ["A", "", "B"]
+    assert calls == [("every", 2)]
+    calls.clear()
+    found = list(translate_in_chunks(every, list("abcdefghij"), 4, one, workers=2))
+    assert found == list("ABCDEFGHIJ") and sorted(calls) == [("one", 2), ("one", 4), ("one", 4)]
+
+
+def test_a_chunk_comes_as_soon_as_it_is_done_however_slowly_the_next_comes():
+    """A source that stalls (a pipe fed slowly): the chunks already read are given back without
+    waiting for the next line."""
+    calls: list = []
+    gate, opened = threading.Event(), []
+
+    def source():
+        yield from "abcd"  # two chunks of two
+        opened.append(gate.wait(timeout=60))  # the next line: only once the first is out
+        yield "e"
+
+    stream = translate_in_chunks(_upper(calls, "every"), source(), 2, _upper(calls, "one"), 2)
+    assert next(stream) == "A"
+    gate.set()
+    assert list(stream) == list("BCDE") and opened == [True]  # (True: set here, not timed out)

@@ -18,7 +18,8 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from functools import partial
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -166,13 +167,14 @@ class Translator:
     ) -> Iterator[str]:
         """Translations of `sentences` (a list, a file's lines, a generator) as they come, `chunk`
         at a time, with `translate`'s settings (`beam_size`, `alpha`, `search`, ...): one per
-        sentence, in order, "" for an empty one. On a CPU, each of `workers` translates a chunk of
+        sentence, in order, "" for an empty one. On a CPU, each of `workers` translates chunks of
         its own, so that none waits for the others at a chunk's end."""
         workers = self.workers or decoding_workers(self.device)
         one = copy.copy(self)  # the same model, tokenizer and kept oneDNN copy, for a worker:
         one.workers = 1  # one search at a time
-        translate = lambda batch: one.translate(batch, **decoding)  # noqa: E731
-        return translate_in_chunks(translate, sentences, chunk, workers)
+        translate = lambda batch: self.translate(batch, **decoding)  # noqa: E731
+        on_one = lambda batch: one.translate(batch, **decoding)  # noqa: E731
+        return translate_in_chunks(translate, sentences, chunk, on_one, workers)
 
     def quantized(self, dtype: str = "int8") -> "Translator":
         """A copy of this translator whose linear layers hold int8 weights (PyTorch's dynamic
@@ -226,28 +228,37 @@ def translate_in_chunks(
     translate: Callable[[list[str]], list[str]],
     sentences: Iterable[str],
     chunk: int,
+    one_worker: Callable[[list[str]], list[str]] | None = None,
     workers: int = 1,
 ) -> Iterator[str]:
     """`translate` over `sentences`, `chunk` at a time: one translation per sentence, in order,
-    each chunk's as soon as it and those before it are done ("" for an empty sentence). With
-    `workers` above one, that many chunks are translated at once, each by one call on a worker
-    of one CPU thread (`run_searches`). It reads at most two chunks a worker ahead, so memory
-    stays bounded however many sentences come."""
+    each chunk's as soon as it and those before it are done ("" for an empty sentence). Given
+    `one_worker` (a `translate` on one CPU thread) and more than one worker, a text of two
+    chunks or more has `workers` chunks translated at once, a worker each (`run_searches`),
+    with at most two a worker read ahead; otherwise it reads one chunk ahead. Memory stays
+    bounded however many sentences come."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise InputError(f"chunk must be a positive integer, got {chunk!r}")
     if isinstance(sentences, str):
         raise InputTypeError("sentences must be an iterable of strings, not one string")
     remaining = iter(sentences)
     chunks = iter(lambda: list(islice(remaining, chunk)), [])  # lists of at most `chunk` lines
+    first = [] if one_worker is None or workers == 1 else list(islice(chunks, 2))
+    if len(first) == 2:  # (one chunk alone: every worker on it, below)
+        jobs = chain(first, chunks)
+        for _, found in run_searches(partial(_chunk, one_worker), jobs, workers, ahead=2 * workers):
+            yield from found
+        return
+    for lines in chain(first, chunks):
+        yield from _chunk(translate, lines)
 
-    def one(lines: list[str]) -> list[str]:
-        filled = [i for i, line in enumerate(lines) if normalize(line)]
-        outputs = translate([lines[i] for i in filled]) if filled else []
-        done = dict(zip(filled, outputs, strict=True))
-        return [done.get(i, "") for i in range(len(lines))]
 
-    for _, translations in run_searches(one, chunks, workers, ahead=2 * workers):
-        yield from translations
+def _chunk(translate: Callable[[list[str]], list[str]], lines: list[str]) -> list[str]:
+    """The translations of `lines`, "" for an empty one."""
+    filled = [i for i, line in enumerate(lines) if normalize(line)]
+    outputs = translate([lines[i] for i in filled]) if filled else []
+    done = dict(zip(filled, outputs, strict=True))
+    return [done.get(i, "") for i in range(len(lines))]
 
 
 def refuse_quantized(model: nn.Module, what: str) -> None:

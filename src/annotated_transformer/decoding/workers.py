@@ -14,10 +14,10 @@ of PyTorch's; no thread ever waits for another (chapter "Serving the model"). On
 the batches in turn.
 """
 
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TypeVar
 
 import torch
@@ -105,12 +105,34 @@ ONE_POOL = threading.RLock()  # (reentrant: a thread that holds it, in a stream,
 
 
 def _in_order(pool: Executor, work: Callable, jobs: Iterable[Job], ahead: int | None) -> Iterator:
-    """`work(job)` of every job, run by `pool`, in the jobs' order; at most `ahead` jobs taken and
-    not yet given back (None: every job taken at once, as `pool.map` takes them)."""
-    pending: deque[Future] = deque()
-    for job in jobs:
-        pending.append(pool.submit(work, job))
-        if ahead is not None and len(pending) >= ahead:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    """`work(job)` of every job, run by `pool`, in the jobs' order. Without `ahead`, every job is
+    taken at once (as `pool.map` takes them). With it, a thread of its own takes them, at most
+    `ahead` not yet given back, so that a result comes as soon as it and those before it are
+    done, however slowly the next job comes; an error in taking one comes after them."""
+    if ahead is None:
+        yield from (future.result() for future in [pool.submit(work, job) for job in jobs])
+        return
+    room, taken, stop = threading.Semaphore(ahead), queue.Queue(), threading.Event()
+
+    def take() -> None:
+        remaining, end = iter(jobs), object()
+        try:
+            while room.acquire() and not stop.is_set():  # (waits while `ahead` jobs are out)
+                job = next(remaining, end)
+                if job is end:
+                    taken.put(None)
+                    return
+                taken.put(pool.submit(work, job))
+        except Exception as error:  # (raised in the caller's thread, in its turn)
+            taken.put(error)
+
+    threading.Thread(target=take, name="translate-jobs", daemon=True).start()
+    try:
+        while (item := taken.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item.result()
+            room.release()
+    finally:
+        stop.set()
+        room.release()  # (a taker waiting for room wakes up, and stops)
