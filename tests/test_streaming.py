@@ -181,6 +181,27 @@ def test_a_line_of_20_mb_is_refused_in_bounded_memory() -> None:
     assert peak < one + 200_000  # KB: the line read so far, not 2.9 GB of tokens
 
 
+def test_chunks_on_workers_give_one_chunks_translations_and_stop_at_a_bad_line() -> None:
+    """Chunks of 2 lines: the first on every worker, the next a worker each (two threads, two
+    workers): the same lines as one chunk gives; a line it cannot read (line 8, in the fourth
+    chunk) stops it after the 7 before it are written, whatever the chunks after it."""
+    lines = [SENTENCE, "Eine Frau lacht.", "", "Zwei Kinder spielen.", "Ein Mann liest."] * 3
+    data = "\n".join(lines).encode() + b"\n"
+    whole = subprocess.run([*TRANSLATE, *GREEDY, "--chunk", "500"], input=data,
+                           capture_output=True, timeout=LIMIT_S)  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    small = subprocess.run([*TRANSLATE, *GREEDY, "--chunk", "2"], input=data,
+                           capture_output=True, timeout=LIMIT_S, env=env)  # fmt: skip
+    assert whole.returncode == small.returncode == 0, small.stderr.decode()[-500:]
+    assert small.stdout == whole.stdout and len(whole.stdout.splitlines()) == len(lines)
+    lines[7] = "Hund " * 400
+    data = "\n".join(lines).encode() + b"\n"
+    bad = subprocess.run([*TRANSLATE, *GREEDY, "--chunk", "2"], input=data,
+                         capture_output=True, timeout=LIMIT_S, env=env)  # fmt: skip
+    assert bad.returncode == 1 and bad.stdout.splitlines() == whole.stdout.splitlines()[:7]
+    assert "error: line 8 has 400 tokens" in bad.stderr.decode().splitlines()[-1]
+
+
 def test_chunk_must_be_a_positive_count() -> None:
     result = subprocess.run(
         [*TRANSLATE, "--chunk", "0", SENTENCE], capture_output=True, text=True, timeout=LIMIT_S

@@ -11,10 +11,14 @@ export, --quantize).
 from __future__ import annotations
 
 import argparse
+import copy
+import itertools
 import os
 import sys
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from annotated_transformer.cli.common import (
     LANGUAGE_NAMES,
@@ -37,25 +41,99 @@ def _translate_chunk(translator, lines: list[str], first: int, args: argparse.Na
     written is kept whatever comes next. A line that cannot be translated stops the chunk once
     every line before it is written. Messages name a line of standard input ("line 5"), or an
     argument ("argument 2")."""
-    unit = "argument" if args.text else "line"
-    filled = [i for i, line in enumerate(lines) if normalize(line)]
     try:
-        check_characters(translator, [lines[i] for i in filled])
-        outputs = translator.translate(
-            [lines[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
-            keep_greedy=args.keep_greedy, progress=bool(args.text) and sys.stderr.isatty(),
-            search=args.search,
-        )  # fmt: skip
+        translations = _chunk_translations(translator, lines, args)
     except SentenceError as error:  # its index counts this chunk's sentences, from 1
-        refused = filled[error.index - 1]
-        if refused > 0:  # the lines before it: translated and written first
-            _translate_chunk(translator, lines[:refused], first, args)
-        raise InputError(f"{unit} {first + refused} {error.problem}") from None
-    warn_about_lines(translator, lines, first, unit)
-    translations = dict(zip(filled, outputs, strict=True))
+        _refuse(translator, lines, first, args, error)
+    _write_chunk(translator, lines, first, args, translations)
+
+
+def _chunk_translations(translator, lines: list[str], args: argparse.Namespace) -> dict[int, str]:
+    """The translations of a chunk's lines that are not empty, by their place in the chunk; a
+    `SentenceError` for a sentence the model cannot read."""
+    filled = [i for i, line in enumerate(lines) if normalize(line)]
+    check_characters(translator, [lines[i] for i in filled])
+    outputs = translator.translate(
+        [lines[i] for i in filled], beam_size=args.beam, alpha=args.alpha,
+        keep_greedy=args.keep_greedy, progress=bool(args.text) and sys.stderr.isatty(),
+        search=args.search,
+    )  # fmt: skip
+    return dict(zip(filled, outputs, strict=True))
+
+
+def _refuse(translator, lines: list[str], first: int, args: argparse.Namespace,
+            error: SentenceError) -> NoReturn:  # fmt: skip
+    """Translate and write the lines of a chunk before the one `error` refuses, then raise the
+    `InputError` that names that line."""
+    unit = "argument" if args.text else "line"
+    refused = [i for i, line in enumerate(lines) if normalize(line)][error.index - 1]
+    if refused > 0:  # the lines before it: translated and written first
+        _translate_chunk(translator, lines[:refused], first, args)
+    raise InputError(f"{unit} {first + refused} {error.problem}") from None
+
+
+def _write_chunk(translator, lines: list[str], first: int, args: argparse.Namespace,
+                 translations: dict[int, str]) -> None:  # fmt: skip
+    """Warn about the chunk's lines on standard error, write one output line for each, flush."""
+    warn_about_lines(translator, lines, first, "argument" if args.text else "line")
     for i in range(len(lines)):
         print(translations.get(i, ""))
     flush_stdout()
+
+
+def _translate_chunks(translator, chunks: Iterator[tuple[list[str], int]],
+                      args: argparse.Namespace) -> None:  # fmt: skip
+    """Translate and write every chunk (its lines, and the number of its first), in order. The
+    first has every decoding worker on it. On a CPU with several, each chunk after it goes to a
+    worker of its own, `workers` at once, so that none waits for the others at a chunk's end
+    (`run_searches`, as `Translator.translate_stream` does); each is written as soon as it and
+    those before it are done, and the input is read at most two chunks a worker ahead."""
+    lines, first = next(chunks)
+    _translate_chunk(translator, lines, first, args)
+    workers = _chunk_workers(translator)
+    if workers == 1:
+        for lines, first in chunks:
+            _translate_chunk(translator, lines, first, args)
+        return
+    from annotated_transformer.decoding.workers import run_searches
+
+    one = copy.copy(translator)  # the same model, for a worker: one search at a time
+    one.workers = 1
+    taken: deque[tuple[list[str], int]] = deque()  # the chunks taken, not yet written
+
+    def noted() -> Iterator[tuple[list[str], int]]:
+        for chunk in chunks:
+            taken.append(chunk)
+            yield chunk
+
+    search = lambda chunk: _chunk_translations(one, chunk[0], args)  # noqa: E731
+    done = run_searches(search, noted(), workers, ahead=2 * workers)  # (chunk, translations)
+    try:
+        for (lines, first), translations in done:
+            taken.popleft()
+            _write_chunk(translator, lines, first, args, translations)
+    except SentenceError as error:  # (the chunks before it are written: results come in order)
+        lines, first = taken[0]
+        _refuse(translator, lines, first, args, error)
+
+
+def _chunk_workers(translator) -> int:
+    """How many chunks `_translate_chunks` translates at once: our `Translator`'s decoding
+    workers on a CPU (see `translate_ids`); one for a CTranslate2 export, whose threads are its
+    own, and on a GPU."""
+    from annotated_transformer.decoding.workers import decoding_workers
+    from annotated_transformer.translator import Translator
+
+    if not isinstance(translator, Translator):
+        return 1
+    return translator.workers or decoding_workers(translator.device)
+
+
+def _numbered(chunks: Iterator[list[str]], read: int) -> Iterator[tuple[list[str], int]]:
+    """Each chunk with the number of its first line, after `read` lines."""
+    for chunk in chunks:
+        yield chunk, read + 1
+        read += len(chunk)
 
 
 CHARACTERS_PER_WORD = 64  # the most characters a word model's token is taken to hold
@@ -101,24 +179,23 @@ def cmd_translate(args: argparse.Namespace) -> int:
     check_model_input(args.checkpoint, "translate")
     check_device(args.device)
     chunks = iter([args.text]) if args.text else stdin_chunks(args.chunk)
-    translator, read, empty = None, 0, 0  # empty: lines held until a first sentence comes
+    read, empty = 0, 0  # empty: lines held until a first sentence comes
     for chunk in chunks:
         read += len(chunk)
-        if translator is None and not any(normalize(line) for line in chunk):
+        if not any(normalize(line) for line in chunk):  # (before the first sentence: held)
             warn_about_lines(
                 None, chunk, read - len(chunk) + 1, "argument" if args.text else "line"
             )
             empty += len(chunk)
             continue
-        if translator is None:
-            translator = open_model(args, "translate")
-            print("\n" * empty, end="")
-        _translate_chunk(translator, chunk, read - len(chunk) + 1, args)
-    if translator is None:
-        raise UsageError(
-            "nothing to translate: give sentences as arguments, or one per line on standard input"
-        )
-    return 0
+        translator = open_model(args, "translate")
+        print("\n" * empty, end="")
+        first = (chunk, read - len(chunk) + 1)
+        _translate_chunks(translator, itertools.chain([first], _numbered(chunks, read)), args)
+        return 0
+    raise UsageError(
+        "nothing to translate: give sentences as arguments, or one per line on standard input"
+    )
 
 
 def _decoding_name(

@@ -42,8 +42,8 @@ class OneDNNLinear(nn.Module):
 
 
 class OneDNNFeedForward(nn.Module):
-    """`PositionwiseFeedForward` on `OneDNNLinear`s, its ReLU computed in W₁'s product: the same
-    numbers, without a pass over the d_ff-wide activations. (..., d_model) -> (..., d_model)."""
+    """`PositionwiseFeedForward` on two `OneDNNLinear` layers, its ReLU computed in W₁'s product:
+    the same numbers, without a pass over the d_ff-wide activations. (..., d_model) in and out."""
 
     def __init__(self, ffn: PositionwiseFeedForward) -> None:
         super().__init__()
@@ -57,8 +57,9 @@ class OneDNNFeedForward(nn.Module):
 
 
 def _swap_in(module: nn.Module) -> None:
-    """Inside `module`, each feed-forward layer of two `nn.Linear`s becomes a `OneDNNFeedForward`
-    and every other `nn.Linear` a `OneDNNLinear`, each run once on a row of zeros (it runs?)."""
+    """Inside `module`, each feed-forward layer of two `nn.Linear` layers becomes a
+    `OneDNNFeedForward` and every other `nn.Linear` a `OneDNNLinear`, each run once on a row of
+    zeros (it runs?)."""
     for name, child in module.named_children():
         plain = type(child) is PositionwiseFeedForward
         if plain and type(child.w_1) is type(child.w_2) is nn.Linear:
@@ -74,7 +75,7 @@ def _swap_in(module: nn.Module) -> None:
 
 def onednn_linears(model: nn.Module) -> nn.Module:
     """A copy of `model`, in its mode, whose `nn.Linear` layers are `OneDNNLinear`s sharing its
-    weights, in `OneDNNFeedForward`s where they make a feed-forward layer (nothing else is
+    weights, in a `OneDNNFeedForward` where two make a feed-forward layer (nothing else is
     copied); `model` itself where that cannot run: no oneDNN in this build of PyTorch (or its
     operators fail), weights not float32 on the CPU, or no `nn.Linear` to replace."""
     tensors = [*model.parameters(), *model.buffers()]
