@@ -278,9 +278,9 @@ def encoder_pieces(model: nn.Module, sources: list, rounds: int = 5) -> dict:
                         encode(model, src, mask)
                     best[name] = min(best[name], time.perf_counter() - start)
             real = [mask[:, 0].unsqueeze(-1) for _, mask in pairs]  # (B, S, 1): real positions
-            whole = [model.encode(src, mask) * mask[:, 0].unsqueeze(-1) for src, mask in pairs]
-            pieces = [encode_in_pieces(model, src, mask) * mask[:, 0].unsqueeze(-1)
-                      for src, mask in pairs]  # fmt: skip
+            with_real = list(zip(pairs, real, strict=True))
+            whole = [model.encode(*pair) * r for pair, r in with_real]
+            pieces = [encode_in_pieces(model, *pair) * r for pair, r in with_real]
             same = sum(torch.equal(a, b) for a, b in zip(whole, pieces, strict=True))
             apart = max(float((a - b).abs().max()) for a, b in zip(whole, pieces, strict=True))
         found[how] = {"max_tokens": max_tokens, "batches": len(srcs), "same_memory": same,
