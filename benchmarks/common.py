@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from annotated_transformer import __version__
 from annotated_transformer.data.vocab import PAD_ID
+from annotated_transformer.decoding.kernels import processor
 from annotated_transformer.util.atomic import atomic_write
 
 
@@ -60,26 +62,34 @@ def versions() -> dict[str, str]:
         "annotated_transformer": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "cpu": processor(),
+        "cpu": processor(),  # (decoding.kernels names it, and keys its kernels by it)
     }
 
 
-def processor() -> str:
-    """The processor's name with its family and model (Linux), and the widest vector instructions
-    PyTorch's CPU kernels use on it: e.g. 'AMD EPYC (family 26, model 2), AVX512'."""
-    name, details = platform.processor() or platform.machine(), {}
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
-    except OSError:  # not Linux
-        lines = []
-    for line in lines:
-        key, _, value = (part.strip() for part in line.partition(":"))
-        if key in ("model name", "cpu family", "model") and key not in details:
-            details[key] = value
-    if "model name" in details:
-        name = f"{details['model name']} (family {details.get('cpu family', '?')}, model "
-        name += f"{details.get('model', '?')})"
-    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+def attention_kernels(translator, use: bool = True) -> tuple[Callable | None, dict]:
+    """The attention a benchmark decodes with, and what to record of it: with `use`, on the CPU,
+    the compiled kernels of `decoding.kernels` (built first where they are not, into
+    $ANNOTATED_TRANSFORMER_KERNELS or the package's cache, the build's seconds recorded), which
+    every `Translator` of the process then runs; else PyTorch's (None), the kernels turned off for
+    this process and the ones it starts."""
+    from annotated_transformer.decoding import kernels
+
+    shape = kernels.attention_shape(translator.model)
+    if not use or translator.device.type != "cpu" or shape is None:
+        os.environ[kernels.KERNELS_ENV] = "off"
+        return None, {"attention": "PyTorch's (scaled_dot_product_attention)"}
+    folder, built = kernels.kernel_folder(*shape), None
+    if folder is None:  # ($ANNOTATED_TRANSFORMER_KERNELS=off)
+        return None, {"attention": f"PyTorch's ({kernels.KERNELS_ENV}=off)"}
+    if not (folder / kernels.RECORD).exists():
+        began = time.perf_counter()
+        kernels.build_kernels(*shape, folder)
+        built = round(time.perf_counter() - began, 1)
+    began = time.perf_counter()
+    loaded = kernels.load_kernels(*shape, folder)
+    load_ms = round(1e3 * (time.perf_counter() - began), 1)
+    return loaded, {"attention": "compiled kernels (decoding.kernels)", "folder": str(folder),
+                    "built_seconds": built, "load_ms": load_ms}  # fmt: skip
 
 
 def now() -> str:

@@ -22,6 +22,10 @@ once); it reports sentences per second and the ratios between them:
   `MarianMTModel` of `export_hf`), each with its BLEU, all on `--threads` threads, one engine
   alive at a time. The other engines need the `[serve]` extra; without it their rows are left out.
 
+Our `Translator` runs the compiled attention of `decoding.kernels` (`--attention kernels`, the
+default): the kernels are built first where they are not, and the record says so (`attention`:
+where, the build's seconds, the load's milliseconds). `--attention pytorch` measures without them.
+
 Machines are noisy: compare ratios within one run, not seconds across runs.
 """
 
@@ -48,7 +52,7 @@ from pathlib import Path
 
 import ct2_sweep
 import torch
-from common import command, now, padded, run_main, versions, write_report
+from common import attention_kernels, command, now, padded, run_main, versions, write_report
 from torch import Tensor, nn
 
 from annotated_transformer.data.multi30k import read_split
@@ -476,6 +480,8 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
         print(f"{args.busy} other processes keep the CPU busy while it measures")
     translator = open_translator(args.checkpoint, device=args.device, reads=PYTORCH)
     model, device = translator.model, translator.device
+    _, attention = attention_kernels(translator, args.attention == "kernels")  # (the Translators')
+    print(f"attention: {attention}")
     pairs = [(s, t) for s, t in read_split(args.split, args.data_dir) if s.strip() and t.strip()]
     if args.limit:
         pairs = pairs[: args.limit]
@@ -507,6 +513,7 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
         "device": describe_device(device),
         "busy": args.busy,
         "rounds": args.rounds,
+        "attention": attention,  # what every Translator (ours) decoded with
         "machine": {"before": state["before"], "during": machine(state["niceness"])},
         "results": timings.results,
         "ctranslate2_sweep": swept,
@@ -546,6 +553,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="measure while N other processes each keep a core busy")  # fmt: skip
+    parser.add_argument(
+        "--attention", choices=["kernels", "pytorch"], default="kernels",
+        help="our Translator's attention: kernels, the compiled kernels of decoding.kernels "
+        "(built first where they are not; the default, as translate runs once they are built), "
+        "or pytorch, PyTorch's scaled_dot_product_attention",
+    )  # fmt: skip
     parser.add_argument("--no-engines", dest="engines", action="store_false",
                         help="leave out the text-in, text-out rows of every engine")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")

@@ -4,7 +4,8 @@
 
 The model that ships with the package translates every sentence of each split with
 `translate_ids`, the path of `translate` and the `Translator` (batched, cached, float32, on
-workers), greedy and with the paper's beam search (k = 4, α = 0.6, plain). The same weights in
+workers, with the compiled attention of `decoding.kernels` unless `--attention pytorch`), greedy
+and with the paper's beam search (k = 4, α = 0.6, plain). The same weights in
 float64 translate each sentence alone with Part II's `simple_greedy_decode` and
 `simple_beam_search`, which re-run the whole decoder over every prefix, with the same length
 limit per sentence (<s> + its length + 50). The record counts, per split and search, the
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import attention_kernels, command, now, run_main, versions, write_report
 from torch import Tensor, nn
 
 from annotated_transformer.data.multi30k import SPLITS, read_split
@@ -70,12 +71,14 @@ def agreement(fast: list[list[str]], reference: list[list[str]]) -> dict:
 WORKER: dict = {}  # each pool process's model, opened once by `_open`
 
 
-def _open(data_dir: str | None) -> None:
-    """A pool process's setup: one thread, the shipped model in float32 and a float64 copy."""
+def _open(data_dir: str | None, kernels: bool) -> None:
+    """A pool process's setup: one thread, the shipped model in float32 and a float64 copy, and
+    the attention the fast path runs (the compiled kernels, with `kernels`)."""
     torch.set_num_threads(1)
     translator = open_translator(None, device="cpu", reads=PYTORCH)
     model64 = copy.deepcopy(translator.model).double().eval()
-    WORKER.update(translator=translator, model64=model64, data_dir=data_dir)
+    attend, _ = attention_kernels(translator, kernels)
+    WORKER.update(translator=translator, model64=model64, data_dir=data_dir, attend=attend)
 
 
 def compare(split: str, name: str, limit: int | None, keep: bool) -> tuple[str, str, dict]:
@@ -89,7 +92,7 @@ def compare(split: str, name: str, limit: int | None, keep: bool) -> tuple[str, 
         SEARCHES[name],
     )
     fast = translate_ids(translator.model, sources, translator.tgt_vocab, max_len=max_len,
-                         beam_size=beam, workers=1)  # fmt: skip
+                         beam_size=beam, workers=1, attend=WORKER["attend"])  # fmt: skip
     reference = [reference_tokens(WORKER["model64"], s, translator.tgt_vocab, max_len, beam)
                  for s in sources]  # fmt: skip
     found = agreement(fast, reference)
@@ -107,7 +110,9 @@ def bench_exactness(args: argparse.Namespace, argv: Sequence[str]) -> int:
             raise InputError(f"unknown Multi30k split {split!r}: expected some of "
                              f"{', '.join(SPLITS)}")  # fmt: skip
     tasks = [(split, name) for split in splits for name in SEARCHES][::-1]  # beam first: longer
-    with ProcessPoolExecutor(args.jobs, initializer=_open, initargs=(args.data_dir,)) as pool:
+    use = args.attention == "kernels"  # (built here first, where they are not, then loaded by each)
+    _, attention = attention_kernels(open_translator(None, device="cpu", reads=PYTORCH), use)
+    with ProcessPoolExecutor(args.jobs, initializer=_open, initargs=(args.data_dir, use)) as pool:
         splits_, names = zip(*tasks, strict=True)
         limits, keep = [args.limit] * len(tasks), [split == args.keep for split in splits_]
         done = {(s, n): found
@@ -119,6 +124,7 @@ def bench_exactness(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "date": now(),
         "device": f"cpu ({args.jobs} processes of 1 thread)",
         "fast": "translate_ids: float32, batched, cached (as translate and the Translator)",
+        "attention": attention,  # the fast path's: the compiled kernels, or PyTorch's
         "reference": "simple_greedy_decode / simple_beam_search in float64, one sentence at once",
         "limit": args.limit,
         "results": results,
@@ -141,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "translations the record keeps, for tests/test_exactness.py "
                         "(default test2016)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2), 1 thread each")
+    parser.add_argument("--attention", choices=["kernels", "pytorch"], default="kernels",
+                        help="the fast path's attention: the compiled kernels of decoding.kernels "
+                        "(the default; built first where they are not), or PyTorch's")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")
     return parser
 

@@ -1,4 +1,4 @@
-"""Five ways to make a decoder step faster, measured against the reference step in one run.
+"""Six ways to make a decoder step faster, measured against the reference step in one run.
 
     python benchmarks/decoding_variants.py --rounds 3 \
         --output results/bench-decoding-variants-cpu.json
@@ -19,7 +19,10 @@ times of the same round:
   W^Q, W^K, W^V stacked into one product and every row a vector, returning logits to greedy
   decoding, its products through MKL as `nn.Linear` computes them;
 - "oneDNN": the packed step on `onednn_linears(model)`, every linear layer's product through
-  oneDNN: what `translate_ids` runs;
+  oneDNN: what `translate_ids` runs with PyTorch's attention;
+- "kernels": the same with the compiled attention of `decoding.kernels` (built first where they
+  are not; `kernels` in the record says where, and the build's seconds): what a `Translator` runs
+  once they are built;
 - "in place": the reference step on a cache allocated once per search, (L, R, h, d) per layer,
   each step writing its position at index t and attention reading the filled prefix; a beam's
   reordering gathers the filled positions into a second set of tensors, which then swap (item 1).
@@ -48,7 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import attention_kernels, command, now, run_main, versions, write_report
 from torch import Tensor, nn
 
 import annotated_transformer.decoding.batched as batched
@@ -164,9 +167,10 @@ def layer_step(
 
 @contextmanager
 def running(start: Callable | None = None, step: Callable | None = None,
-            onednn: bool = False) -> Iterator[None]:  # fmt: skip
+            onednn: bool = False, kernels: bool = False) -> Iterator[None]:  # fmt: skip
     """`translate_ids` with another cache (`start`) and step, or its own where None; its linear
-    layers' products through MKL (`nn.Linear`'s) unless `onednn` (`onednn_linears`)."""
+    layers' products through MKL (`nn.Linear`'s) unless `onednn` (`onednn_linears`); its
+    attention PyTorch's unless `kernels` (the compiled kernels in KERNELS)."""
 
     def greedy(*args, **options):
         return greedy_decode(*args, **{**options, "start": start, "step": step})
@@ -174,22 +178,30 @@ def running(start: Callable | None = None, step: Callable | None = None,
     def beams(*args, **options):
         return beam_search(*args, **{**options, "start": start, "step": step})
 
-    originals = batched.greedy_decode, batched.beam_search, batched.onednn_linears
+    originals = (batched.greedy_decode, batched.beam_search, batched.onednn_linears,
+                 batched.fused_attention)  # fmt: skip
     if step is not None:
         batched.greedy_decode, batched.beam_search = greedy, beams
     if not onednn:
         batched.onednn_linears = lambda model: model
+    if kernels and KERNELS.get("attend") is not None:  # (translate_ids's default attention)
+        batched.fused_attention = KERNELS["attend"]
     try:
         yield
     finally:
-        batched.greedy_decode, batched.beam_search, batched.onednn_linears = originals
+        (batched.greedy_decode, batched.beam_search, batched.onednn_linears,
+         batched.fused_attention) = originals  # fmt: skip
+
+
+KERNELS: dict[str, Callable | None] = {}  # "attend": the compiled kernels (bench_variants)
 
 
 VARIANTS: dict[str, Callable[[], object]] = {
     "reference": lambda: running(start_cache, decode_step),
     "fused": lambda: running(start_cache, fused_step),
     "packed": lambda: running(),  # packed_step's, nn.Linear's products
-    "oneDNN": lambda: running(onednn=True),  # what translate_ids runs
+    "oneDNN": lambda: running(onednn=True),  # what translate_ids runs with PyTorch's attention
+    "kernels": lambda: running(onednn=True, kernels=True),  # ... with the compiled kernels
     "in place": lambda: running(start_in_place, in_place_step),
 }
 
@@ -311,6 +323,7 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
     translator = open_translator(None, device="cpu", reads=PYTORCH)
     german = [g for g, _ in read_split(args.split, args.data_dir)[: args.limit]]
     sources = translator.encode(german)
+    KERNELS["attend"], attention = attention_kernels(translator)
     seconds: dict[tuple[str, str], list[float]] = {}
     found: dict[tuple[str, str], list[list[str]]] = {}
     for variant in VARIANTS:  # an untimed warm-up of each: the allocator, the caches
@@ -350,7 +363,7 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "benchmark": "decoding_variants", "command": command("decoding_variants.py", argv),
         "date": now(), "device": describe_device(torch.device("cpu")),  # (1 thread)
         "split": args.split, "sentences": len(german), "rounds": args.rounds, "part": args.part,
-        "results": results,
+        "results": results, "kernels": attention,
         # (before compiling: Inductor's run leaves the allocator holding large blocks, which
         # spares the whole batch's large tensors the fresh memory that a translation's meets)
         "encoder": encoder_pieces(translator.model, sources),

@@ -1,11 +1,17 @@
 """Fixtures shared by the test files."""
 
+import os
 from pathlib import Path
 
 import pooch  # noqa: F401  (imported here, pooch binds its log handler to the session's stderr,
 import pytest  # not to the capture of whichever test first downloads, closed after that test)
 
 from annotated_transformer.data import multi30k
+from annotated_transformer.decoding.kernels import KERNELS_ENV
+
+# Every test decodes with PyTorch's attention and never reads or writes the user's kernels; the
+# tests of the compiled kernels (test_kernels.py) point this at a folder of their own.
+os.environ[KERNELS_ENV] = "off"
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 

@@ -873,6 +873,11 @@ CASES = [
     Case("compile-without-a-compiler", MACHINE, (*T, "new", "--set", "compile=true"), 1,
          "setting compile=true: torch.compile cannot run here", "exit 1, before any file",
          inject=("PATH=/no-compiler-here", "CXX="), note="no C++ compiler on the machine"),
+    Case("kernels-without-a-compiler", MACHINE, ("kernels",), 1,
+         "cannot compile the attention kernels here", "exit 1, before any file; translate runs "
+         "without them", inject=("PATH=/no-compiler-here", "CXX=",
+                                 "ANNOTATED_TRANSFORMER_KERNELS=kernels"),  # (not the user's cache)
+         note="no C++ compiler on the machine"),
     Case("config-json-cut-short", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
          "run/config.json is not valid JSON (line 17 column 1", "exit 1, names the file and "
          "what is wrong", setup=edited("config.json", lambda data: data[: len(data) // 2]),
@@ -1715,7 +1720,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 IN_PROCESS_ROWS = 207
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
-    "a failure injected by sitecustomize.py (FULL_DISK)": 5,
+    "a failure injected by sitecustomize.py (FULL_DISK)": 6,
     "a lock held by another process": 4,
     "20 MB on standard input": 1,
 }

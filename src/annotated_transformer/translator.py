@@ -36,6 +36,7 @@ from annotated_transformer.data.vocab import (
     not_text,
 )
 from annotated_transformer.decoding.batched import translate_ids
+from annotated_transformer.decoding.kernels import KernelsInCache
 from annotated_transformer.decoding.onednn import OneDNNCopy
 from annotated_transformer.decoding.workers import decoding_workers, run_searches
 from annotated_transformer.runs.presets import TrainConfig
@@ -66,6 +67,10 @@ class Translator:
     workers: int | None = None  # searches at once on a CPU (None: one per thread; `translate_ids`)
     # the model with oneDNN's products that `translate` decodes with, kept between calls
     decoding: OneDNNCopy = field(default_factory=OneDNNCopy, init=False, repr=False, compare=False)
+    # the attention it decodes with: compiled kernels where built ("Fast decoding"), kept
+    attention: KernelsInCache = field(
+        default_factory=KernelsInCache, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.bpe is not None:  # one tokenizer both ways; exact detokenization
@@ -106,6 +111,7 @@ class Translator:
             self.decoding(self.model), encoded, self.tgt_vocab, max_len=self.config.model.max_len,
             max_tokens=self.max_tokens, beam_size=beam_size, alpha=alpha, keep_greedy=keep_greedy,
             progress=progress, search=search, workers=self.workers,
+            attend=self.attention(self.model),  # compiled kernels where built ("Fast decoding")
         )  # fmt: skip
         return [self.detokenize(tokens) for tokens in outputs]
 

@@ -18,8 +18,10 @@ One module per group of commands, with the parser and the error handling each in
 - `model_inputs`: what a command reads as its model, and the `Translator` opened from it;
 - `standard_input`: `translate`'s standard input, as UTF-8 lines in chunks;
 - `train_commands`: train, average, grid;
-- `translate_commands`: translate, evaluate, attention;
-- `export_commands`: save-pretrained, export-onnx, export-ct2, export-hf;
+- `translate_commands`: translate, kernels, evaluate, attention (`translate_input`: translate's
+  chunks of standard input on the workers);
+- `export_commands`: save-pretrained, export-onnx, export-ct2, export-hf (`export_parser`: their
+  options);
 - `data_commands`: info, download, prepare.
 """
 

@@ -166,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # (argparse exits: 0 after --help or --version, 2 on a mistake)
     if not getattr(args, "run", None):
         parser.print_usage(sys.stderr)
-        commands = ("info, download, train, prepare, translate, evaluate, attention, average, "
-                    "save-pretrained, export-onnx, export-ct2, export-hf")  # fmt: skip
+        commands = ("info, download, train, prepare, translate, kernels, evaluate, attention, "
+                    "average, save-pretrained, export-onnx, export-ct2, export-hf")  # fmt: skip
         return _fail(UsageError(f"give a command: {commands} or grid (--help for each)"), 2)
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout) if stdout is not None else None

@@ -25,15 +25,20 @@ from annotated_transformer.cli.common import (
     thread_count,
 )
 from annotated_transformer.cli.data_commands import cmd_download, cmd_info, cmd_prepare
-from annotated_transformer.cli.export_commands import (
-    cmd_export_ct2,
-    cmd_export_hf,
-    cmd_export_onnx,
-    cmd_save_pretrained,
+from annotated_transformer.cli.export_parser import (
+    add_export_ct2,
+    add_export_hf,
+    add_export_onnx,
+    add_save_pretrained,
 )
 from annotated_transformer.cli.standard_input import CHUNK_LINES
 from annotated_transformer.cli.train_commands import cmd_average, cmd_grid, cmd_train
-from annotated_transformer.cli.translate_commands import cmd_attention, cmd_evaluate, cmd_translate
+from annotated_transformer.cli.translate_commands import (
+    cmd_attention,
+    cmd_evaluate,
+    cmd_kernels,
+    cmd_translate,
+)
 from annotated_transformer.data.multi30k import DATA_DIR_ENV
 from annotated_transformer.data.wmt14 import DATA_DIR_ENV as WMT14_DATA_DIR_ENV
 
@@ -115,9 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--data-dir", help="download into this folder (default: the cache)")
     _add_wmt14_options(download)
     download.set_defaults(run=cmd_download)
-    for add in (_add_train, _add_prepare, _add_translate, _add_evaluate, _add_attention,
-                _add_average, _add_save_pretrained, _add_export_onnx, _add_export_ct2,
-                _add_export_hf, _add_grid):  # fmt: skip
+    for add in (_add_train, _add_prepare, _add_translate, _add_kernels, _add_evaluate,
+                _add_attention, _add_average, add_save_pretrained, add_export_onnx,
+                add_export_ct2, add_export_hf, _add_grid):  # fmt: skip
         add(commands)
     return parser
 
@@ -227,7 +232,25 @@ def _add_translate(commands: Commands) -> None:
         f"so memory stays bounded and each translation is written soon (default: {CHUNK_LINES})",
     )  # fmt: skip
     _quantize_option(translate)
+    translate.add_argument(
+        "--verbose", action="store_true",
+        help="say on standard error which attention decodes (compiled kernels, or PyTorch's), "
+        "and why",
+    )  # fmt: skip
     translate.set_defaults(run=cmd_translate)
+
+
+def _add_kernels(commands: Commands) -> None:
+    about = ("compile the attention kernels of a model for this processor into the package's "
+             "cache (a C++ compiler; seconds, once): translate runs them from then on")  # fmt: skip
+    kernels = commands.add_parser("kernels", help=about, description=about[0].upper() + about[1:]
+                                  + " (chapter Fast decoding; $ANNOTATED_TRANSFORMER_KERNELS "
+                                  "names another folder, or off).")  # fmt: skip
+    kernels.add_argument("--checkpoint", help="a checkpoint, or a run folder (default: the "
+                         "model that ships with the package)")  # fmt: skip
+    kernels.add_argument("--rebuild", action="store_true", help="compile them again even where "
+                         "they are built")  # fmt: skip
+    kernels.set_defaults(run=cmd_kernels, device="cpu")
 
 
 def _add_evaluate(commands: Commands) -> None:
@@ -282,59 +305,6 @@ def _add_average(commands: Commands) -> None:
     average.add_argument("--out", required=True, help="the averaged model, e.g. runs/x/average.pt "
                          "(an existing file is replaced only if it is a checkpoint)")  # fmt: skip
     average.set_defaults(run=cmd_average)
-
-
-def _add_save_pretrained(commands: Commands) -> None:
-    about = "write a trained BPE run as a shipped model: fp16 safetensors with SHA-256 sums"
-    save = commands.add_parser("save-pretrained", help=about, description=about + ".")
-    save.add_argument("checkpoint", help="a checkpoint (e.g. an average), or a run folder")
-    save.add_argument("--out", required=True, help="the folder to write (files in it that "
-                      "are not a shipped model's are not replaced)")  # fmt: skip
-    _into_package_option(save)
-    save.set_defaults(run=cmd_save_pretrained)
-
-
-def _add_export(commands: Commands, name: str, about: str, more: str) -> argparse.ArgumentParser:
-    """An export command: `--checkpoint` (default: the shipped model) and `--out`, a folder."""
-    export = commands.add_parser(name, help=about, description=about + more)
-    export.add_argument("--checkpoint", help="a checkpoint, or a run folder, with a BPE "
-                        "vocabulary (default: the model that ships with the package)")  # fmt: skip
-    export.add_argument("--out", required=True, help="the folder to write (files in it that an "
-                        "export did not write are not replaced)")  # fmt: skip
-    _into_package_option(export)
-    return export
-
-
-def _into_package_option(parser: argparse.ArgumentParser) -> None:
-    """--into-package, hidden: let --out be a folder of the installed package. Only the release
-    recipe passes it (`save-pretrained ... --out src/annotated_transformer/pretrained_model`);
-    without it such an --out is refused (`util.atomic.check_outside_package`)."""
-    parser.add_argument("--into-package", action="store_true", help=argparse.SUPPRESS)
-
-
-def _add_export_onnx(commands: Commands) -> None:
-    about = "write the model as ONNX graphs (encoder, one decoder step) with its tokenizer"
-    export = _add_export(commands, "export-onnx", about, ": what the book's chapter 'Try it' "
-                         "runs in the browser.")  # fmt: skip
-    export.set_defaults(run=cmd_export_onnx, device="cpu")
-
-
-def _add_export_ct2(commands: Commands) -> None:
-    about = "write the model for CTranslate2 (OpenNMT's inference engine) with its tokenizer"
-    export = _add_export(commands, "export-ct2", about, ". `translate --checkpoint OUT` then "
-                         "decodes with it exactly as with PyTorch (float32).")  # fmt: skip
-    export.add_argument("--quantization", choices=["float32", "int8"], default="float32",
-                        help="the weights' type (int8: smaller and faster, a little less "
-                        "exact; default: float32)")  # fmt: skip
-    export.set_defaults(run=cmd_export_ct2, device="cpu")
-
-
-def _add_export_hf(commands: Commands) -> None:
-    about = "write the model for Hugging Face transformers (a MarianMTModel) with a model card"
-    export = _add_export(commands, "export-hf", about, ": MarianMTModel.from_pretrained and "
-                         "AutoTokenizer.from_pretrained read the folder with no code of this "
-                         "package.")  # fmt: skip
-    export.set_defaults(run=cmd_export_hf, device="cpu")
 
 
 def _add_grid(commands: Commands) -> None:

@@ -1,11 +1,12 @@
 """The commands that translate with a trained model: `translate` (arguments, or standard input a
-chunk at a time), `evaluate` (the splits of the model's corpus scored with sacreBLEU, optionally
-recorded) and `attention` (every head's weights for one sentence, as JSON).
+chunk at a time), `kernels` (its attention compiled for this processor, once), `evaluate` (the
+splits of the model's corpus scored with sacreBLEU, optionally recorded) and `attention` (every
+head's weights for one sentence, as JSON).
 
 Hand-written; taught by the chapters "A real-world example", "Results" and "Engineering a
 training run" (evaluate, translate), "Attention" and "Results" (attention), "At the paper's
 scale" (newstest), "Serving the model: CTranslate2 and `transformers`" (translate a CTranslate2
-export, --quantize).
+export, --quantize), "Fast decoding" (kernels, translate --verbose).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             empty += len(chunk)
             continue
         translator = open_model(args, "translate")
+        if getattr(args, "verbose", False):
+            print(f"{PROG}: {_attention_note(translator)}", file=sys.stderr)
         print("\n" * empty, end="")
         first = (chunk, read - len(chunk) + 1)
         translate_chunks(translator, itertools.chain([first], numbered(chunks, read)), args)
@@ -57,6 +60,43 @@ def cmd_translate(args: argparse.Namespace) -> int:
     raise UsageError(
         "nothing to translate: give sentences as arguments, or one per line on standard input"
     )
+
+
+def _attention_note(translator: object) -> str:
+    """Which attention `translator` decodes with, and why (`decoding.kernels.KernelsInCache`)."""
+    keeper = getattr(translator, "attention", None)
+    if keeper is None:  # (a CTranslate2 export)
+        return "attention: CTranslate2's own"
+    keeper(translator.model)  # type: ignore[attr-defined]
+    return keeper.why
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    """Compile the attention kernels of a model (the shipped one, or --checkpoint's) for this
+    processor into the package's cache, where every later `translate` finds them (chapter "Fast
+    decoding", section "Attention at one query, compiled ahead of time")."""
+    import time
+
+    from annotated_transformer.decoding import kernels
+    from annotated_transformer.util.errors import InputError
+
+    check_model_input(args.checkpoint, "kernels")
+    translator = open_model(args, "kernels")
+    shape = kernels.attention_shape(translator.model)
+    folder = kernels.kernel_folder(*shape)
+    if folder is None:
+        raise kernels.KernelsUnavailable(f"{kernels.KERNELS_ENV}=off: the kernels are turned off")
+    if (folder / kernels.RECORD).exists() and not args.rebuild:
+        try:
+            kernels.load_kernels(*shape, folder=folder)
+            print(f"already built: {folder}")
+            return 0
+        except (OSError, InputError) as error:  # (damaged, or of another build)
+            print(f"{PROG}: building them again: {error}", file=sys.stderr)
+    began = time.perf_counter()
+    kernels.build_kernels(*shape, folder)
+    print(f"built in {time.perf_counter() - began:.1f} s: {folder}")
+    return 0
 
 
 def _decoding_name(

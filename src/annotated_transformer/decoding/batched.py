@@ -12,14 +12,14 @@ greedy decoding and beam search, are in `decoding.search` (chapter "Fast decodin
 quick BLEU and the `Translator` both translate through `translate_ids`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from annotated_transformer.data.sampler import fill_batches
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
-from annotated_transformer.decoding.cache import packed_step
+from annotated_transformer.decoding.cache import fused_attention, packed_step
 from annotated_transformer.decoding.decoding_checks import check_beam_settings, check_search
 from annotated_transformer.decoding.onednn import onednn_linears
 from annotated_transformer.decoding.search import beam_search, greedy_decode
@@ -62,6 +62,7 @@ def translate_ids(
     progress: bool = False,
     search: str = "k-finished",
     workers: int | None = None,
+    attend: Callable | None = None,
 ) -> list[list[str]]:
     """Translations of encoded sources (each (n,), ending with `</s>`), as target tokens.
 
@@ -71,7 +72,9 @@ def translate_ids(
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
     `keep_greedy` and `search` are `beam_search`'s; `progress` shows a bar. `workers` searches
     run at once, each on one CPU thread (default `decoding_workers`: on a CPU, one per thread
-    PyTorch may use; on a GPU, one); the translations are the same for any number.
+    PyTorch may use; on a GPU, one); the translations are the same for any number. `attend` is
+    the attention at each step's query (default `fused_attention`; a `Translator` passes the
+    compiled kernels where they are built: "Fast decoding", `decoding.kernels`).
     """
     beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
     check_search(search, keep_greedy)
@@ -80,8 +83,9 @@ def translate_ids(
         return []
     model.eval()
     device = next(model.parameters()).device
+    attend = fused_attention if attend is None else attend  # (compiled kernels, where built)
     model = onednn_linears(model)  # chapter "Fast decoding": products through oneDNN, and the
-    step = packed_step(model, log_probs=beam_size > 1)  # step in fewer operations
+    step = packed_step(model, log_probs=beam_size > 1, attend=attend)  # step in fewer operations
     lengths = torch.tensor([len(s) for s in sources])
     batches = length_batches(lengths, max(max_tokens // beam_size, 1))  # shortest first
     workers = workers or decoding_workers(device)

@@ -311,12 +311,16 @@ class PackedStep:
     - qkv: per layer, the self-attention's W^Q, W^K, W^V stacked as one linear layer, or None
       (three products);
     - log_probs: True, the scores are log-probabilities, as every step's; False, the generator's
-      logits, which have the same argmax in every row (enough for greedy decoding).
+      logits, which have the same argmax in every row (enough for greedy decoding);
+    - attend: the attention at each step's query, called as `fused_attention` (the default) is;
+      `translate_ids` passes compiled kernels where they are built (section "Attention at one
+      query, compiled ahead of time").
     """
 
     decoder: nn.Module
     qkv: tuple[nn.Module | None, ...]
     log_probs: bool = True
+    attend: Callable = fused_attention
 
     def __call__(
         self, model: nn.Module, tokens: Tensor, cache: DecoderCache
@@ -333,7 +337,7 @@ class PackedStep:
         x = position(embed(tokens.unsqueeze(1)), offset=cache.length)[:, 0]  # (B, d_model)
         keys, values = [], []
         for i, layer in enumerate(layers):
-            x, k, v = _packed_layer_step(layer, self.qkv[i], x, cache, i)  # (B, d_model), ...
+            x, k, v = _packed_layer_step(layer, self.qkv[i], x, cache, i, self.attend)  # (B, d)
             keys.append(k)
             values.append(v)
         if model.decoder.norm is not None:  # pre-norm stacks end in a LayerNorm
@@ -345,12 +349,14 @@ class PackedStep:
         )  # fmt: skip
 
 
-def packed_step(model: nn.Module, log_probs: bool = True) -> PackedStep:
+def packed_step(
+    model: nn.Module, log_probs: bool = True, attend: Callable = fused_attention
+) -> PackedStep:
     """The decoder step of `model` with each self-attention's three projections stacked into one
     product and every row a vector (see `PackedStep`). Pack again after the weights change."""
     _, _, layers = _decoder_parts(model)
     qkv = tuple(_stacked_qkv(layer.self_attn) for layer in layers)
-    return PackedStep(model.decoder, qkv, log_probs)
+    return PackedStep(model.decoder, qkv, log_probs, attend)
 
 
 def _packed_layer_step(
@@ -359,10 +365,12 @@ def _packed_layer_step(
     x: Tensor,
     cache: DecoderCache,
     i: int,
+    attend: Callable = fused_attention,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """`_layer_step` with rows as a matrix: x (B, d_model) -> (B, d_model), and the
     self-attention keys (B, h, t+1, d_k) and values (B, h, t+1, d_v) with position t appended.
-    `qkv`: the layer's W^Q, W^K, W^V as one linear layer (from `_stacked_qkv`), or None."""
+    `qkv`: the layer's W^Q, W^K, W^V as one linear layer (from `_stacked_qkv`), or None;
+    `attend`: the attention, called as `fused_attention` is."""
     own, src, B, w = layer.self_attn, layer.src_attn, x.size(0), cache.width
     new: dict[str, Tensor] = {}
 
@@ -376,14 +384,14 @@ def _packed_layer_step(
         new["keys"] = _append(cache.self_keys[i], k, cache.parents)  # (B, h, t+1, d_k)
         new["values"] = _append(cache.self_values[i], v, cache.parents)  # (B, h, t+1, d_v)
         q = q.view(B, own.h, 1, own.d_k)  # (B, h, 1, d_k)
-        out, _ = fused_attention(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
+        out, _ = attend(q, new["keys"], new["values"], None, own.dropout)  # (B, h, 1, d_v)
         return own.w_o(out.reshape(B, own.h * own.d_v))  # (B, d_model): Concat(heads) W^O
 
     def source_attention(x: Tensor) -> Tensor:  # x: (B, d_model)
         # (B/w, h, w, d_k): the w rows of a sentence query its source side together
         q = src.w_q(x).view(B // w, w, src.h, src.d_k).transpose(1, 2)
         keys, values = cache.src_keys[i], cache.src_values[i]  # (B/w, h, S, d_k), (B/w, h, S, d_v)
-        out, _ = fused_attention(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
+        out, _ = attend(q, keys, values, cache.src_mask, src.dropout)  # (B/w, h, w, d_v)
         return src.w_o(out.transpose(1, 2).reshape(B, src.h * src.d_v))  # (B, d_model)
 
     x = layer.sublayer[0](x, self_attention)
