@@ -112,6 +112,8 @@ def kernel_folder(h: int, d_k: int, d_v: int) -> Path | None:
 
 
 class _Attention(nn.Module):
+    """`few_queries_attention` as a module, the form that `torch.export` traces."""
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None):
         return few_queries_attention(query, key, value, mask)
 
@@ -121,7 +123,7 @@ def _exported(h: int, d_k: int, d_v: int, masked: bool) -> Any:
     of queries w a row, `masked`); one query a row and no mask otherwise."""
     rows, keys = torch.export.Dim("rows", max=MAX_ROWS), torch.export.Dim("keys", max=MAX_KEYS)
     w = 2 if masked else 1  # (examples of 2 or more: a size of 1 would be fixed)
-    example = [torch.randn(3, h, w, d_k), torch.randn(3, h, 5, d_k), torch.randn(3, h, 5, d_v)]
+    example = [torch.zeros(3, h, w, d_k), torch.zeros(3, h, 5, d_k), torch.zeros(3, h, 5, d_v)]
     shapes: list[dict] = [{0: rows}, {0: rows, 2: keys}, {0: rows, 2: keys}]
     if masked:
         example.append(torch.ones(3, 1, 1, 5, dtype=torch.bool))  # (B, 1, 1, T)
@@ -255,7 +257,8 @@ def _fits(kernels: AttentionKernels, query: Tensor, key: Tensor, value: Tensor,
 def load_kernels(h: int, d_k: int, d_v: int, folder: Path | None = None) -> AttentionKernels:
     """The kernels `build_kernels` wrote into `folder` (default `kernel_folder`), checked against
     their record: FileNotFoundError where none were built, ModelFolderError where the files do not
-    match it or were built for another shape, PyTorch or processor."""
+    match it or were built for another shape, PyTorch or processor, `KernelsUnavailable` where
+    they do not load."""
     folder = folder or kernel_folder(h, d_k, d_v)
     if folder is None:
         raise KernelsUnavailable(f"{KERNELS_ENV}=off: the attention kernels are turned off")
