@@ -22,6 +22,7 @@ from random_batches import PAD, a_batch
 from torch import nn
 from torch_transformer import TorchTransformer
 
+from annotated_transformer.decoding.kernels import KERNELS_ENV
 from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
 from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.run import train
@@ -251,9 +252,12 @@ def test_the_decoding_benchmark_writes_a_complete_record(data_dir, tmp_path, cap
     assert f"wrote {out}" in printed
     record = json.loads(out.read_text())
     assert record["benchmark"] == "decoding" and record["sentences"] == 6
-    assert sorted(record) == ["benchmark", "busy", "checkpoint", "command", "ctranslate2_sweep",
-                              "date", "device", "left_out", "machine", "ratios", "results",
-                              "rounds", "sentences", "split", "versions"]  # fmt: skip
+    assert sorted(record) == ["attention", "benchmark", "busy", "checkpoint", "command",
+                              "ctranslate2_sweep", "date", "device", "left_out", "machine",
+                              "ratios", "results", "rounds", "sentences", "split",
+                              "versions"]  # fmt: skip
+    # the tests turn the kernels off (conftest.py): PyTorch's attention, and the record says so
+    assert record["attention"] == {"attention": f"PyTorch's ({KERNELS_ENV}=off)"}
     # no other engine for word vocabularies: none swept, none left out
     assert record["ctranslate2_sweep"] == {} == record["left_out"]
     # the processor it ran on, with the vector instructions PyTorch's kernels use there

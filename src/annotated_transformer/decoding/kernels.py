@@ -223,8 +223,8 @@ class AttentionKernels:
     h: int
     d_k: int
     d_v: int
-    self_attention: _Kernel  # one query a row, no mask
-    source_attention: _Kernel  # w queries a row, the source mask
+    self_attention: Callable[..., Tensor]  # one query a row, no mask: (query, key, value)
+    source_attention: Callable[..., Tensor]  # w queries a row: (query, key, value, mask)
 
     def __call__(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                  dropout: nn.Module | None = None) -> tuple[Tensor, None]:  # fmt: skip
