@@ -72,9 +72,8 @@ def translate_ids(
     tokens (§6.1: "input length + 50"), and never more than `max_len` positions with `<s>`.
     `keep_greedy` and `search` are `beam_search`'s; `progress` shows a bar. `workers` searches
     run at once, each on one CPU thread (default `decoding_workers`: on a CPU, one per thread
-    PyTorch may use; on a GPU, one); the translations are the same for any number. `attend` is
-    the attention at each step's query (default `fused_attention`; a `Translator` passes the
-    compiled kernels where they are built: "Fast decoding", `decoding.kernels`).
+    PyTorch may use; on a GPU, one); the translations are the same for any number. `attend`: the
+    steps' attention (None: `fused_attention`; a `Translator` passes `decoding.kernels`' if built).
     """
     beam_size, _, alpha = check_beam_settings(beam_size, 1, alpha)  # (NumPy numbers too)
     check_search(search, keep_greedy)
@@ -83,9 +82,8 @@ def translate_ids(
         return []
     model.eval()
     device = next(model.parameters()).device
-    attend = fused_attention if attend is None else attend  # (compiled kernels, where built)
     model = onednn_linears(model)  # chapter "Fast decoding": products through oneDNN, and the
-    step = packed_step(model, log_probs=beam_size > 1, attend=attend)  # step in fewer operations
+    step = packed_step(model, beam_size > 1, attend or fused_attention)  # step in fewer operations
     lengths = torch.tensor([len(s) for s in sources])
     batches = length_batches(lengths, max(max_tokens // beam_size, 1))  # shortest first
     workers = workers or decoding_workers(device)
