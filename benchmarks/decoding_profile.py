@@ -4,7 +4,11 @@
 
 The model that ships with the package translates every sentence of test2016 the way one of
 `translate_ids`'s workers does (one search at a time on one CPU thread), greedy and beam 4, in
-float32 and with its linear layers in int8 (`Translator.quantized`). For each it records:
+float32 and with its linear layers in int8 (`Translator.quantized`), with the attention a
+`Translator` runs: the compiled kernels of `decoding.kernels` (`--attention kernels`, the default;
+built first where they are not), whose calls the profiler sees as one region of their own
+(`KERNELS_EVENT`, counted with attention's products), or PyTorch's (`--attention pytorch`). For
+each it records:
 
 - the seconds in the encoder (once per sentence) and in the decoder's steps (the rest is the
   searches' own work between steps, and batching);
@@ -33,7 +37,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import attention_kernels, command, now, run_main, versions, write_report
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
@@ -43,6 +47,7 @@ from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.util.device import describe_device
 
+KERNELS_EVENT = "attention: compiled kernels"  # the profiler's region around each kernel call
 # group: the operators whose self time it sums (the rest are "other operators")
 GROUPS = {
     "linear layers' matrix products": (
@@ -55,6 +60,7 @@ GROUPS = {
     "attention's matrix products": (
         "aten::bmm",
         "aten::_scaled_dot_product_flash_attention_for_cpu",
+        KERNELS_EVENT,
     ),
     "softmax and log-softmax": ("aten::_softmax", "aten::_log_softmax"),
     "cache: gathers and appends": ("aten::index_select", "aten::cat", "aten::copy_"),
@@ -188,6 +194,19 @@ def operator_table(prof: profile, steps: int, seconds: float) -> dict:
     }
 
 
+def visible(attend: Callable | None) -> Callable | None:
+    """`attend` (None: `translate_ids`' own), each call a region of the profiler's named
+    KERNELS_EVENT: the compiled kernels run no operator that the profiler could see."""
+    if attend is None:
+        return None
+
+    def attention(*args, **options):
+        with torch.profiler.record_function(KERNELS_EVENT):
+            return attend(*args, **options)
+
+    return attention
+
+
 def timed(model: nn.Module, translate: Callable[[], object]) -> tuple[float, dict]:
     """One unprofiled run of `translate`, which translates with `model`: its seconds, and its
     steps and encoder timed (`Steps.summary`)."""
@@ -233,6 +252,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
     translator = open_translator(device="cpu", reads=PYTORCH)
     pairs = read_split(args.split, args.data_dir)[: args.limit]
     sources = translator.encode([s for s, _ in pairs])
+    attend, attention = attention_kernels(translator, args.attention == "kernels")
     runs = {}
     for kind, model in (("float32", translator.model),
                         ("int8", translator.quantized("int8").model)):  # fmt: skip
@@ -240,7 +260,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
             runs[f"{kind}, {how}"] = (model, partial(
                 translate_ids, model, sources, translator.tgt_vocab,
                 max_len=translator.config.model.max_len, max_tokens=translator.max_tokens,
-                beam_size=beam, workers=1))  # fmt: skip
+                beam_size=beam, workers=1, attend=visible(attend)))  # fmt: skip
     results = measure(runs, args.rounds)
     for name, found in results.items():
         print(
@@ -252,7 +272,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
             print(f"  {group:<44} {row['ms_per_step']:8.3f} ms/step {row['share']:6.1%}")
     report = {"benchmark": "decoding_profile", "command": command("decoding_profile.py", argv),
               "split": args.split, "sentences": len(sources), "threads": 1, "workers": 1,
-              "rounds": args.rounds, "max_tokens": translator.max_tokens,
+              "rounds": args.rounds, "max_tokens": translator.max_tokens, "attention": attention,
               "device": describe_device(torch.device("cpu")), "results": results,
               "versions": versions(), "date": now()}  # fmt: skip
     write_report(report, args.output)
@@ -267,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rounds", type=int, default=3, help="timed rounds, interleaved; the median kept (3)"
     )
+    parser.add_argument(
+        "--attention", choices=("kernels", "pytorch"), default="kernels",
+        help="kernels: the compiled kernels of decoding.kernels, built first where they are not "
+        "(what a Translator runs); pytorch: scaled_dot_product_attention (kernels)",
+    )  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")
     return parser
 

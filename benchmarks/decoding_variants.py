@@ -167,10 +167,11 @@ def layer_step(
 
 @contextmanager
 def running(start: Callable | None = None, step: Callable | None = None,
-            onednn: bool = False, kernels: bool = False) -> Iterator[None]:  # fmt: skip
+            onednn: bool = False, kernels: bool = False) -> Iterator[Callable | None]:  # fmt: skip
     """`translate_ids` with another cache (`start`) and step, or its own where None; its linear
-    layers' products through MKL (`nn.Linear`'s) unless `onednn` (`onednn_linears`); its
-    attention PyTorch's unless `kernels` (the compiled kernels in KERNELS)."""
+    layers' products through MKL (`nn.Linear`'s) unless `onednn` (`onednn_linears`). Yields the
+    attention to pass it (`attend`): the compiled kernels in KERNELS with `kernels`, else None
+    (PyTorch's)."""
 
     def greedy(*args, **options):
         return greedy_decode(*args, **{**options, "start": start, "step": step})
@@ -178,19 +179,15 @@ def running(start: Callable | None = None, step: Callable | None = None,
     def beams(*args, **options):
         return beam_search(*args, **{**options, "start": start, "step": step})
 
-    originals = (batched.greedy_decode, batched.beam_search, batched.onednn_linears,
-                 batched.fused_attention)  # fmt: skip
+    originals = (batched.greedy_decode, batched.beam_search, batched.onednn_linears)
     if step is not None:
         batched.greedy_decode, batched.beam_search = greedy, beams
     if not onednn:
         batched.onednn_linears = lambda model: model
-    if kernels and KERNELS.get("attend") is not None:  # (translate_ids's default attention)
-        batched.fused_attention = KERNELS["attend"]
     try:
-        yield
+        yield KERNELS.get("attend") if kernels else None
     finally:
-        (batched.greedy_decode, batched.beam_search, batched.onednn_linears,
-         batched.fused_attention) = originals  # fmt: skip
+        batched.greedy_decode, batched.beam_search, batched.onednn_linears = originals
 
 
 KERNELS: dict[str, Callable | None] = {}  # "attend": the compiled kernels (bench_variants)
@@ -309,10 +306,11 @@ def translate_part(
 ) -> float:
     """Translate one part of the sentences with one variant, as one worker; append the
     translations to `found` and return the seconds."""
-    with VARIANTS[variant]():
+    with VARIANTS[variant]() as attend:
         start = time.perf_counter()
         out = translate_ids(translator.model, sources, translator.tgt_vocab, beam_size=beam,
-                            max_len=translator.config.model.max_len, workers=1)  # fmt: skip
+                            max_len=translator.config.model.max_len, workers=1,
+                            attend=attend)  # fmt: skip
         took = time.perf_counter() - start
     found.extend(out)
     return took
@@ -327,10 +325,11 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
     seconds: dict[tuple[str, str], list[float]] = {}
     found: dict[tuple[str, str], list[list[str]]] = {}
     for variant in VARIANTS:  # an untimed warm-up of each: the allocator, the caches
-        with VARIANTS[variant]():
+        with VARIANTS[variant]() as attend:
             for beam in SEARCHES.values():
                 translate_ids(translator.model, sources[:50], translator.tgt_vocab, beam_size=beam,
-                              max_len=translator.config.model.max_len, workers=1)  # fmt: skip
+                              max_len=translator.config.model.max_len, workers=1,
+                              attend=attend)  # fmt: skip
     parts = range(0, len(sources), args.part)
     for round_ in range(args.rounds):
         for key in ((variant, how) for variant in VARIANTS for how in SEARCHES):

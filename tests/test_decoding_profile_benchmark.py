@@ -4,6 +4,7 @@ import json
 
 import decoding_profile
 import pytest
+import torch
 from torch import nn
 
 from annotated_transformer.decoding import batched
@@ -19,6 +20,7 @@ def test_the_record_splits_every_search_into_steps_and_groups(data_dir, tmp_path
     assert record["benchmark"] == "decoding_profile" and record["sentences"] == 6
     assert record["rounds"] == 2
     assert record["threads"] == record["workers"] == 1
+    assert record["attention"]["attention"].startswith("PyTorch's")  # (the tests turn kernels off)
     assert list(record["results"]) == ["float32, greedy", "float32, beam 4", "int8, greedy",
                                        "int8, beam 4"]  # fmt: skip
     for found in record["results"].values():
@@ -81,3 +83,22 @@ def test_steps_times_the_encoder_and_puts_everything_back_after_an_error():
         raise RuntimeError("a search failed")
     assert batched.packed_step is packed_step and batched.onednn_linears is onednn_linears
     assert "encode" not in vars(decoding) and decoding.encode(1) == 2
+
+
+def test_the_compiled_kernels_calls_are_one_region_each_counted_with_attention():
+    """The profiler sees no operator inside the kernels: each call is a region of its own."""
+    calls = []
+
+    def kernels(query, key, value, mask=None, dropout=None):  # as the kernels are called
+        calls.append(query)
+        return query + 1, None
+
+    attend = decoding_profile.visible(kernels)
+    with torch.profiler.profile() as prof:
+        out, weights = attend(torch.zeros(2), None, None)
+        attend(torch.zeros(2), None, None, None, None)
+    assert out.tolist() == [1.0, 1.0] and weights is None and len(calls) == 2
+    regions = [e for e in prof.key_averages() if e.key == decoding_profile.KERNELS_EVENT]
+    assert len(regions) == 1 and regions[0].count == 2
+    assert decoding_profile.KERNELS_EVENT in decoding_profile.GROUPS["attention's matrix products"]
+    assert decoding_profile.visible(None) is None  # translate_ids' own attention
