@@ -1,4 +1,4 @@
-"""Six ways to make a decoder step faster, measured against the reference step in one run.
+"""Ways to make a decoder step faster, measured against the reference step in one run.
 
     python benchmarks/decoding_variants.py --rounds 3 \
         --output results/bench-decoding-variants-cpu.json
@@ -31,12 +31,17 @@ Each row gives the median and fastest seconds, the speed against "reference", an
 the 1,000 translations equal reference's. The last part compiles `fused_step` (`torch.compile`,
 Inductor, one fixed shape: a batch of 500 rows after 30 positions; `--compile-rows 0` skips it)
 and times it against the eager step at that shape, with the seconds the first call took to
-compile (item 2). Before it, `encoder`: the batches `translate_ids` makes of the sentences
-(`max_tokens` 8,192 for greedy decoding, 2,048 for beam 4) encoded whole (`model.encode`) and by
-`encode_in_pieces`, on the model with oneDNN's products, in turns, five times: the fastest
-seconds of each, and how many batches' memories are the same bit for bit. Last, `products`: each
-shape of the model's linear layers multiplied by `nn.Linear` (MKL) and by `OneDNNLinear` (oneDNN)
-on 64 and 512 rows, in turns, in GFLOP/s.
+compile (item 2). `whole_step` compiles the whole greedy step ahead of time instead
+(`WholeStep`: `torch.export` for any rows, positions and source length, AOTInductor with the
+weights frozen in, so that its products are oneDNN's and each residual sum and ReLU is computed
+in the product before it) and times it against the package's step (`packed_step` on oneDNN's
+products, with the compiled attention) at each of `--whole-step-rows` (16, 83, 256, 512) after 15
+positions, in turns, with the seconds the compile took. Before it, `encoder`: the batches
+`translate_ids` makes of the sentences (`max_tokens` 8,192 for greedy decoding, 2,048 for beam 4)
+encoded whole (`model.encode`) and by `encode_in_pieces`, on the model with oneDNN's products, in
+turns, five times: the fastest seconds of each, and how many batches' memories are the same bit
+for bit. Last, `products`: each shape of the model's linear layers multiplied by `nn.Linear`
+(MKL) and by `OneDNNLinear` (oneDNN) on 64 and 512 rows, in turns, in GFLOP/s.
 Machines are noisy: compare the ratios within one run, not seconds across runs.
 """
 
@@ -45,10 +50,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 from common import attention_kernels, command, now, run_main, versions, write_report
@@ -57,6 +64,7 @@ from torch import Tensor, nn
 import annotated_transformer.decoding.batched as batched
 from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import cache as cache_module
+from annotated_transformer.decoding import kernels
 from annotated_transformer.decoding.batched import length_batches, translate_ids
 from annotated_transformer.decoding.cache import (
     DecoderCache,
@@ -233,6 +241,97 @@ def compiled_step(translator, german: list[str], rows: int, positions: int) -> d
             "same_argmax_rows": int((fast.argmax(-1) == eager.argmax(-1)).sum())}  # fmt: skip
 
 
+class WholeStep(nn.Module):
+    """The step `translate_ids` runs for greedy decoding (`packed_step`'s, logits), with the
+    arithmetic of the compiled attention, as a function of tensors alone: what `torch.export`
+    traces. Inputs: tokens (B,), parents (B,), then per layer the self-attention's keys and
+    values (B₀, h, t, d), the source side's (B, h, S, d), and src_mask (B, 1, 1, S); outputs:
+    logits (B, V) and the keys and values with position t appended (B, h, t+1, d)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+        def attend(query, key, value, mask=None, dropout=None):  # (the kernels' arithmetic)
+            return kernels.few_queries_attention(query, key, value, mask), None
+
+        self.step = cache_module.packed_step(model, log_probs=False, attend=attend)
+
+    def forward(self, tokens, parents, keys, values, src_keys, src_values, src_mask):
+        cache = DecoderCache(tuple(keys), tuple(values), tuple(src_keys), tuple(src_values),
+                             src_mask, parents=parents)  # fmt: skip
+        scores, new = self.step(self.model, tokens, cache)
+        return scores, *new.self_keys, *new.self_values
+
+
+def compile_whole_step(model: nn.Module, folder: Path, max_len: int) -> Callable:
+    """`WholeStep(model)` exported for any rows, positions (2 ≤ t < max_len: a size of 1 would
+    be a case of its own) and source length, compiled by
+    AOTInductor with `freezing` (the weights constants, the products oneDNN's, a residual's sum
+    and the ReLU computed in the product before it), loaded by PyTorch's loader."""
+    from torch._inductor import aoti_compile_and_package, aoti_load_package
+
+    N, (h, d_k, d_v) = len(model.decoder.layers), kernels.attention_shape(model)
+    rows, past = torch.export.Dim("rows", max=1 << 16), torch.export.Dim("past", max=1 << 16)
+    t, S = torch.export.Dim("t", min=2, max=max_len - 1), torch.export.Dim("S", max=max_len)
+
+    def zeros(*shape: int) -> list[Tensor]:  # one tensor a layer (one tensor N times would be
+        return [torch.zeros(*shape) for _ in range(N)]  # traced as one input, read N times)
+
+    example = (torch.zeros(5, dtype=torch.long), torch.zeros(5, dtype=torch.long),
+               zeros(6, h, 4, d_k), zeros(6, h, 4, d_v), zeros(5, h, 7, d_k), zeros(5, h, 7, d_v),
+               torch.ones(5, 1, 1, 7, dtype=torch.bool))  # fmt: skip
+    shapes = ({0: rows}, {0: rows}, [{0: past, 2: t}] * N, [{0: past, 2: t}] * N,
+              [{0: rows, 2: S}] * N, [{0: rows, 2: S}] * N, {0: rows, 3: S})  # fmt: skip
+    with torch.no_grad():
+        program = torch.export.export(WholeStep(model), example, dynamic_shapes=shapes)
+        path = aoti_compile_and_package(program, package_path=str(folder / "step.pt2"),
+                                        inductor_configs={"freezing": True})  # fmt: skip
+    return aoti_load_package(path)
+
+
+def whole_step(translator, german: list[str], sizes: Sequence[int], positions: int = 15) -> dict:
+    """The package's greedy step (oneDNN's products, the compiled attention where built) against
+    `compile_whole_step`'s, at each number of rows after `positions` steps, on real sentences:
+    the median of 30 calls of each, in turns."""
+    model, attend = translator.model.eval(), KERNELS.get("attend") or cache_module.fused_attention
+    fast, found = onednn_linears(model), {}
+    eager = cache_module.packed_step(fast, log_probs=False, attend=attend)
+    with tempfile.TemporaryDirectory() as scratch, torch.inference_mode():
+        start = time.perf_counter()
+        compiled = compile_whole_step(model, Path(scratch), translator.config.model.max_len)
+        found["compile_seconds"] = round(time.perf_counter() - start, 1)
+
+        def compiled_step(_, tokens: Tensor, cache: DecoderCache) -> tuple:
+            parents = torch.arange(tokens.numel()) if cache.parents is None else cache.parents
+            return compiled(tokens, parents, [*cache.self_keys], [*cache.self_values],
+                            [*cache.src_keys], [*cache.src_values], cache.src_mask)  # fmt: skip
+
+        for rows in sizes:
+            some = (german * (rows // len(german) + 1))[:rows]  # (the split again, if short)
+            src = nn.utils.rnn.pad_sequence(translator.encode(some), batch_first=True)  # (rows, S)
+            mask = (src != 0).unsqueeze(1)  # (rows, 1, S)
+            cache, tokens = start_cache(fast, fast.encode(src, mask), mask), torch.full((rows,), 5)
+            for _ in range(positions):
+                _, cache = eager(fast, tokens, cache)
+            times: dict[str, list[float]] = {"eager": [], "compiled": []}
+            for _ in range(30):
+                for name, step in (("eager", eager), ("compiled", compiled_step)):
+                    began = time.perf_counter()
+                    out = step(fast, tokens, cache)
+                    times[name].append(time.perf_counter() - began)
+            ms = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+            scores = eager(fast, tokens, cache)[0]  # (rows, V): the package's logits
+            same = int((out[0].argmax(-1) == scores.argmax(-1)).sum())
+            found[str(rows)] = {"rows": rows, "positions": positions,
+                                "eager_ms": round(ms["eager"], 2),
+                                "compiled_ms": round(ms["compiled"], 2),
+                                "eager / compiled": round(ms["eager"] / ms["compiled"], 2),
+                                "max_abs_difference": float((out[0] - scores).abs().max()),
+                                "same_argmax_rows": same}  # fmt: skip
+    return found
+
+
 def product_rates(model: nn.Module, rows: Sequence[int] = (64, 512)) -> list[dict]:
     """The shipped model's linear layers, one of each shape, multiplied by `nn.Linear` (MKL)
     and by `OneDNNLinear` (oneDNN) on `rows` rows, in turns: each one's GFLOP/s at its fastest
@@ -368,6 +467,8 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "encoder": encoder_pieces(translator.model, sources),
         "compiled_step": compiled_step(translator, german, args.compile_rows, positions=30)
         if args.compile_rows else None,
+        "whole_step": whole_step(translator, german, args.whole_step_rows)
+        if args.whole_step_rows else None,
         "products": product_rates(translator.model), "versions": versions(),
     }  # fmt: skip
     for row in report["products"]:
@@ -377,6 +478,7 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
               f"{row['same_as_reference']} the same")  # fmt: skip
     print("compiled step:", report["compiled_step"] or "not measured (--compile-rows 0)")
+    print("whole step, AOTInductor:", report["whole_step"] or "not measured (--whole-step-rows '')")
     for how, row in report["encoder"].items():
         print(f"encoder, {how}: whole / in pieces {row['whole / in pieces']}, "
               f"{row['same_memory']} of {row['batches']} batches the same memory, at most "
@@ -397,8 +499,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "before the next takes the same ones (default 250)")  # fmt: skip
     parser.add_argument("--compile-rows", type=int, default=500, help="rows of the compiled "
                         "step's batch (default 500; 0: do not compile)")  # fmt: skip
+    parser.add_argument("--whole-step-rows", type=row_counts, default=(16, 83, 256, 512),
+                        help="rows at which to time the whole step compiled ahead of time "
+                        "against the package's (default 16,83,256,512; '': none)")  # fmt: skip
     parser.add_argument("--output", help="write the results as JSON here")
     return parser
+
+
+def row_counts(text: str) -> tuple[int, ...]:
+    """'16,83' -> (16, 83); '' -> ()."""
+    return tuple(int(n) for n in text.split(",") if n.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

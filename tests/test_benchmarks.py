@@ -22,7 +22,9 @@ from random_batches import PAD, a_batch
 from torch import nn
 from torch_transformer import TorchTransformer
 
+from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding.kernels import KERNELS_ENV
+from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
 from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.run import train
@@ -500,11 +502,12 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
 
     out = tmp_path / "variants.json"
     args = ["--data-dir", str(data_dir), "--limit", "12", "--rounds", "2", "--part", "5",
-            "--compile-rows", "0", "--output", str(out)]  # fmt: skip
+            "--compile-rows", "0", "--whole-step-rows", "", "--output", str(out)]  # fmt: skip
     assert decoding_variants.main(args) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     record = json.loads(out.read_text())
     assert record["sentences"] == 12 and record["compiled_step"] is None and record["part"] == 5
+    assert record["whole_step"] is None
     names = [f"{v}, {how}" for v in decoding_variants.VARIANTS for how in ("greedy", "beam 4")]
     assert sorted(record["results"]) == sorted(names)
     for name, row in record["results"].items():
@@ -516,6 +519,27 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
     products = record["products"]  # nn.Linear's products against oneDNN's, every shape, 2 sizes
     assert len(products) == 2 * len({(r["in"], r["out"]) for r in products}) >= 2
     assert all(r["max_abs_difference"] < 1e-3 and r["onednn_gflops"] > 0 for r in products)
+
+
+def test_the_whole_step_compiled_ahead_of_time_computes_the_packages_step(data_dir):
+    """The variants benchmark's whole step (AOTInductor, the weights frozen in): the package's
+    logits, bit for bit but for the last bits, for any rows, and the same next token."""
+    import decoding_variants
+    from torch._inductor import cpp_builder
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except Exception:  # (InvalidCxxCompiler: the build needs one)
+        pytest.skip("no C++ compiler")
+    translator = open_translator(None, device="cpu", reads=PYTORCH)
+    german = [g for g, _ in read_split("test2016", data_dir)[:7]]
+    found = decoding_variants.whole_step(translator, german, (3, 9), positions=4)
+    assert found["compile_seconds"] > 0 and sorted(found) == ["3", "9", "compile_seconds"]
+    for rows in (3, 9):  # (9 rows: the 7 sentences and 2 again)
+        row = found[str(rows)]
+        assert row["rows"] == row["same_argmax_rows"] == rows and row["positions"] == 4
+        assert row["eager_ms"] > 0 and row["compiled_ms"] > 0
+        assert row["max_abs_difference"] < 1e-4
 
 
 def test_the_batches_benchmark_compares_each_size_with_the_base_in_the_same_rounds(
