@@ -266,9 +266,9 @@ class WholeStep(nn.Module):
 
 def compile_whole_step(model: nn.Module, folder: Path, max_len: int) -> Callable:
     """`WholeStep(model)` exported for any rows, positions (2 ≤ t < max_len: a size of 1 would
-    be a case of its own) and source length, compiled by
-    AOTInductor with `freezing` (the weights constants, the products oneDNN's, a residual's sum
-    and the ReLU computed in the product before it), loaded by PyTorch's loader."""
+    be a case of its own) and source length, compiled by AOTInductor with `freezing` (the weights
+    constants, the products oneDNN's, a residual's sum and the ReLU computed in the product
+    before it) into `folder`, and loaded by PyTorch's loader."""
     from torch._inductor import aoti_compile_and_package, aoti_load_package
 
     N, (h, d_k, d_v) = len(model.decoder.layers), kernels.attention_shape(model)

@@ -522,8 +522,8 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
 
 
 def test_the_whole_step_compiled_ahead_of_time_computes_the_packages_step(data_dir):
-    """The variants benchmark's whole step (AOTInductor, the weights frozen in): the package's
-    logits, bit for bit but for the last bits, for any rows, and the same next token."""
+    """The variants benchmark's whole step (AOTInductor, the weights frozen in), at any rows:
+    the package's logits but for their last bits, and the same next token in every row."""
     import decoding_variants
     from torch._inductor import cpp_builder
 
