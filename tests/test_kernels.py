@@ -119,6 +119,21 @@ def test_a_translator_runs_them_where_built_and_says_so(root, shipped, monkeypat
     assert plain.attention.why == f"attention: PyTorch's ({kernels.KERNELS_ENV}=off)"
 
 
+def test_a_benchmark_records_the_kernels_build_from_their_record(root, shipped, monkeypatch):
+    """A benchmark that finds the kernels built records the seconds their build took (their own
+    record's), and that an earlier run built them; with `use=False`, PyTorch's attention."""
+    from common import attention_kernels
+
+    monkeypatch.setenv(kernels.KERNELS_ENV, root)
+    attend, about = attention_kernels(shipped)
+    record = json.loads((kernels.kernel_folder(*SHAPE) / kernels.RECORD).read_text())
+    assert isinstance(attend, kernels.AttentionKernels)
+    assert about["built_seconds"] == record["build_seconds"] > 0 and about["built"] == "earlier"
+    assert about["folder"] == str(kernels.kernel_folder(*SHAPE)) and about["load_ms"] >= 0
+    attend, about = attention_kernels(shipped, use=False)  # (turns them off for the process)
+    assert attend is None and about == {"attention": "PyTorch's (scaled_dot_product_attention)"}
+
+
 def test_kernels_that_do_not_match_their_record_are_not_run(root, tmp_path, monkeypatch):
     """A changed kernel file: `load_kernels` refuses it, naming the file; a Translator decodes
     with PyTorch's attention and says why; `annotated-transformer kernels` builds them again
