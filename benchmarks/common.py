@@ -68,28 +68,26 @@ def versions() -> dict[str, str]:
 
 def attention_kernels(translator, use: bool = True) -> tuple[Callable | None, dict]:
     """The attention a benchmark decodes with, and what to record of it: with `use`, on the CPU,
-    the compiled kernels of `decoding.kernels` (built first where they are not, into
-    $ANNOTATED_TRANSFORMER_KERNELS or the package's cache; the seconds their build took, from their
-    own record, and whether this run built them or an earlier one did), which
-    every `Translator` of the process then runs; else PyTorch's (None), the kernels turned off for
-    this process and the ones it starts."""
+    the compiled kernels of `decoding.kernels` (`ensure_kernels`: built first where they are not,
+    into $ANNOTATED_TRANSFORMER_KERNELS or the package's cache; recorded with the seconds their
+    build took, from their own record, and whether this run built them or an earlier one did),
+    which every `Translator` of the process then runs; else PyTorch's (None), the kernels turned
+    off for this process and the ones it starts."""
     from annotated_transformer.decoding import kernels
 
     shape = kernels.attention_shape(translator.model)
     if not use or translator.device.type != "cpu" or shape is None:
         os.environ[kernels.KERNELS_ENV] = "off"
         return None, {"attention": "PyTorch's (scaled_dot_product_attention)"}
-    folder, when = kernels.kernel_folder(*shape), "earlier"
-    if folder is None:  # ($ANNOTATED_TRANSFORMER_KERNELS=off)
+    if kernels.kernel_folder(*shape) is None:  # ($ANNOTATED_TRANSFORMER_KERNELS=off)
         return None, {"attention": f"PyTorch's ({kernels.KERNELS_ENV}=off)"}
-    if not (folder / kernels.RECORD).exists():
-        kernels.build_kernels(*shape, folder)
-        when = "by this run"
+    built, why = kernels.ensure_kernels(*shape)
     began = time.perf_counter()
-    loaded = kernels.load_kernels(*shape, folder)  # (checked against their record)
+    loaded = kernels.load_kernels(*shape, built.folder)  # (again, timed: what a later process pays)
     load_ms = round(1e3 * (time.perf_counter() - began), 1)
-    about = json.loads((folder / kernels.RECORD).read_text(encoding="utf-8"))
-    return loaded, {"attention": "compiled kernels (decoding.kernels)", "folder": str(folder),
+    about = json.loads((built.folder / kernels.RECORD).read_text(encoding="utf-8"))
+    when = "earlier" if why is None else "by this run"
+    return loaded, {"attention": "compiled kernels (decoding.kernels)", "folder": str(built.folder),
                     "built_seconds": about["build_seconds"], "built": when,
                     "load_ms": load_ms}  # fmt: skip
 

@@ -136,8 +136,8 @@ def test_a_benchmark_records_the_kernels_build_from_their_record(root, shipped, 
 
 def test_kernels_that_do_not_match_their_record_are_not_run(root, tmp_path, monkeypatch):
     """A changed kernel file: `load_kernels` refuses it, naming the file; a Translator decodes
-    with PyTorch's attention and says why; `annotated-transformer kernels` builds them again
-    (here only the refusal and the fallback: a build takes seconds)."""
+    with PyTorch's attention and says why; `ensure_kernels` (`annotated-transformer kernels`) builds
+    them again (here the build copies the module's: a real one takes seconds)."""
     monkeypatch.setenv(kernels.KERNELS_ENV, str(tmp_path))
     folder = kernels.kernel_folder(*SHAPE)
     shutil.copytree(Path(root) / folder.name, folder)
@@ -150,6 +150,21 @@ def test_kernels_that_do_not_match_their_record_are_not_run(root, tmp_path, monk
     assert translator.translate(["Ein Hund rennt."], beam_size=1) == ["A dog runs."]
     assert "the compiled kernels do not load" in translator.attention.why
     assert "self.so" in translator.attention.why
+    built = []  # `ensure_kernels` (what `kernels` runs) builds them again: here a copy of root's
+
+    def build(h, d_k, d_v, into):
+        built.append(into)
+        shutil.rmtree(into, ignore_errors=True)
+        shutil.copytree(Path(root) / folder.name, into)
+
+    monkeypatch.setattr(kernels, "build_kernels", build)
+    loaded, why = kernels.ensure_kernels(*SHAPE)
+    assert built == [folder] and why.startswith("those there do not load") and "self.so" in why
+    assert isinstance(loaded, kernels.AttentionKernels) and loaded.folder == folder
+    assert kernels.ensure_kernels(*SHAPE)[1] is None and len(built) == 1  # (there now: loaded)
+    assert kernels.ensure_kernels(*SHAPE, rebuild=True)[1] == "asked to build them again"
+    shutil.rmtree(folder)
+    assert kernels.ensure_kernels(*SHAPE)[1] == "none were built" and len(built) == 3
 
 
 def test_a_build_replaces_no_file_it_did_not_write(tmp_path, monkeypatch):

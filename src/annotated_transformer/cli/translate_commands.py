@@ -78,24 +78,16 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     import time
 
     from annotated_transformer.decoding import kernels
-    from annotated_transformer.util.errors import InputError
 
     check_model_input(args.checkpoint, "kernels")
     translator = open_model(args, "kernels")
     shape = kernels.attention_shape(translator.model)
-    folder = kernels.kernel_folder(*shape)
-    if folder is None:
-        raise kernels.KernelsUnavailable(f"{kernels.KERNELS_ENV}=off: the kernels are turned off")
-    if (folder / kernels.RECORD).exists() and not args.rebuild:
-        try:
-            kernels.load_kernels(*shape, folder=folder)
-            print(f"already built: {folder}")
-            return 0
-        except (OSError, InputError) as error:  # (damaged, or of another build)
-            print(f"{PROG}: building them again: {error}", file=sys.stderr)
     began = time.perf_counter()
-    kernels.build_kernels(*shape, folder)
-    print(f"built in {time.perf_counter() - began:.1f} s: {folder}")
+    built, why = kernels.ensure_kernels(*shape, rebuild=args.rebuild)
+    if why is None:
+        print(f"already built: {built.folder}")
+    else:  # (none were there, those there did not load, or --rebuild)
+        print(f"built in {time.perf_counter() - began:.1f} s ({why}): {built.folder}")
     return 0
 
 

@@ -277,6 +277,26 @@ def load_kernels(h: int, d_k: int, d_v: int, folder: Path | None = None) -> Atte
     return AttentionKernels(folder, h, d_k, d_v, *kernels)
 
 
+def ensure_kernels(
+    h: int, d_k: int, d_v: int, rebuild: bool = False
+) -> tuple[AttentionKernels, str | None]:
+    """The kernels of (h, d_k, d_v) in `kernel_folder`, loaded; built first where none are, where
+    those there do not load (damaged, or built for another PyTorch or processor), or with
+    `rebuild`. Also why they were built now (None: they were there). `KernelsUnavailable` where
+    they are turned off or cannot be built. What `annotated-transformer kernels` runs."""
+    folder = kernel_folder(h, d_k, d_v)
+    if folder is None:
+        raise KernelsUnavailable(f"{KERNELS_ENV}=off: the attention kernels are turned off")
+    why = "asked to build them again" if rebuild else "none were built"
+    if (folder / RECORD).exists() and not rebuild:
+        try:
+            return load_kernels(h, d_k, d_v, folder), None
+        except (OSError, InputError) as error:  # (damaged, or of another build)
+            why = f"those there do not load: {error}"
+    build_kernels(h, d_k, d_v, folder)
+    return load_kernels(h, d_k, d_v, folder), why
+
+
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
     """(h, d_k, d_v) of a model's decoder attention, or None where it has none to read."""
     layers = getattr(getattr(model, "decoder", None), "layers", None)
