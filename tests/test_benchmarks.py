@@ -521,6 +521,40 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
     assert all(r["max_abs_difference"] < 1e-3 and r["onednn_gflops"] > 0 for r in products)
 
 
+def test_the_refill_benchmark_translates_as_the_package_in_fewer_steps(data_dir, tmp_path):
+    """Continuous batching, both forms (benchmarks/decoding_refill.py), on 1 and 2 workers: the
+    package's translations; overlapped batches take fewer steps than the package's pieces;
+    refilled rows read at least the keys their positions need."""
+    import decoding_refill
+
+    out = tmp_path / "refill.json"
+    threads = torch.get_num_threads()
+    args = ["--data-dir", str(data_dir), "--limit", "40", "--rounds", "1", "--rows", "12",
+            "--refill-at", "4", "--next-at", "8", "--output", str(out)]  # fmt: skip
+    assert decoding_refill.main(args) == 0
+    assert torch.get_num_threads() == threads  # as it found them
+    record = json.loads(out.read_text())
+    assert sorted(record["results"]) == sorted(
+        f"{kind}, {w} workers" for kind in decoding_refill.KINDS for w in (1, 2)
+    )
+    rows = record["results"]
+    for name, row in rows.items():
+        assert row["same_as_package"] == 40 and len(row["every_seconds"]) == 1, name
+    assert rows["overlapped, 2 workers"]["steps"] < rows["package, 2 workers"]["steps"]
+    for w in (1, 2):
+        assert rows[f"refilled, {w} workers"]["keys_read / keys_needed"] >= 1.0
+
+
+@pytest.mark.parametrize("bad", [["--rows", "4", "--refill-at", "4"], ["--next-at", "-1"]])
+def test_the_refill_benchmark_refuses_settings_it_cannot_run_in_one_line(bad, tmp_path, capsys):
+    import decoding_refill
+
+    out = tmp_path / "refill.json"
+    assert decoding_refill.main([*bad, "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--refill-at" in err and not out.exists()
+
+
 def test_the_whole_step_compiled_ahead_of_time_computes_the_packages_step(data_dir):
     """The variants benchmark's whole step (AOTInductor, the weights frozen in), at any rows:
     the package's logits but for their last bits, and the same next token in every row."""
