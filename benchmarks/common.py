@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from annotated_transformer import __version__
+from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import PAD_ID
 from annotated_transformer.decoding.kernels import processor
 from annotated_transformer.util.atomic import atomic_write
@@ -121,6 +122,22 @@ def int_list(text: str) -> list[int]:
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def sentence_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the sentences a benchmark translates (read by `split_pairs`)."""
+    parser.add_argument("--split", default="test2016", help="Multi30k split (default test2016)")
+    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
+    parser.add_argument("--limit", type=int, help="only the first N sentences")
+
+
+def split_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (German, English) pairs of `args.split` with text on both sides, the first
+    `args.limit` of them if given; a limit below 1 is refused (ValueError: `run_main`'s line)."""
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1 sentence, got {args.limit}")
+    pairs = read_split(args.split, args.data_dir)
+    return [(de, en) for de, en in pairs if de.strip() and en.strip()][: args.limit]
 
 
 def run_main(

@@ -52,10 +52,19 @@ from pathlib import Path
 
 import ct2_sweep
 import torch
-from common import attention_kernels, command, now, padded, run_main, versions, write_report
+from common import (
+    attention_kernels,
+    command,
+    now,
+    padded,
+    run_main,
+    sentence_options,
+    split_pairs,
+    versions,
+    write_report,
+)
 from torch import Tensor, nn
 
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding import search
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, translate_ids
@@ -482,9 +491,7 @@ def _bench_decoding(args: argparse.Namespace, argv: Sequence[str], state: dict) 
     model, device = translator.model, translator.device
     _, attention = attention_kernels(translator, args.attention == "kernels")  # (the Translators')
     print(f"attention: {attention}")
-    pairs = [(s, t) for s, t in read_split(args.split, args.data_dir) if s.strip() and t.strip()]
-    if args.limit:
-        pairs = pairs[: args.limit]
+    pairs = split_pairs(args)
     sources = translator.encode([s for s, _ in pairs])
     few = len(sources[: args.baseline_limit])
     print(f"{args.split}: {len(sources)} sentences, {translator.origin['path']}, {device}")
@@ -532,9 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--checkpoint", help="a checkpoint, or a run folder (default: the model "
                         "that ships with the package)")  # fmt: skip
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument("--batch", type=int, default=100, help="batch of the 40-token comparison")
     parser.add_argument(
         "--baseline-limit",

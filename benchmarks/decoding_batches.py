@@ -24,9 +24,8 @@ import time
 from collections.abc import Sequence
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import command, now, run_main, sentence_options, split_pairs, versions, write_report
 
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.translator import Translator
@@ -51,7 +50,7 @@ def bench_batches(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     translator = open_translator(None, device="cpu", reads=PYTORCH)
-    german = [g for g, _ in read_split(args.split, args.data_dir)[: args.limit]]
+    german = [g for g, _ in split_pairs(args)]
     sources = translator.encode(german)
     seconds: dict[tuple[int, str], list[float]] = {}
     found: dict[tuple[int, str], list[list[str]]] = {}
@@ -101,9 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="decoding_batches.py", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument("--sizes", default="2048,4096,8192,16384",
                         help="max_tokens to compare, separated by commas")  # fmt: skip
     parser.add_argument("--base", type=int, default=Translator.max_tokens,

@@ -37,11 +37,19 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
-from common import attention_kernels, command, now, run_main, versions, write_report
+from common import (
+    attention_kernels,
+    command,
+    now,
+    run_main,
+    sentence_options,
+    split_pairs,
+    versions,
+    write_report,
+)
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import batched
 from annotated_transformer.decoding.batched import translate_ids
 from annotated_transformer.exports.formats import PYTORCH, open_translator
@@ -250,7 +258,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     torch.set_num_threads(1)  # one worker's thread
     translator = open_translator(device="cpu", reads=PYTORCH)
-    pairs = read_split(args.split, args.data_dir)[: args.limit]
+    pairs = split_pairs(args)
     sources = translator.encode([s for s, _ in pairs])
     attend, attention = attention_kernels(translator, args.attention == "kernels")
     runs = {}
@@ -281,9 +289,7 @@ def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="decoding_profile.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument(
         "--rounds", type=int, default=3, help="timed rounds, interleaved; the median kept (3)"
     )

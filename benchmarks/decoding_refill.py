@@ -40,11 +40,19 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from common import attention_kernels, command, now, run_main, versions, write_report
+from common import (
+    attention_kernels,
+    command,
+    now,
+    run_main,
+    sentence_options,
+    split_pairs,
+    versions,
+    write_report,
+)
 from torch import Tensor, nn
 
 import annotated_transformer.decoding.batched as batched
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from annotated_transformer.decoding.batched import EXTRA_LENGTH, length_batches, translate_ids
 from annotated_transformer.decoding.cache import (
@@ -427,7 +435,7 @@ def bench_refill(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise ValueError(f"need 0 <= --refill-at < --rows, --next-at >= 0, --rounds >= 1: {got}")
     translator = open_translator(None, device="cpu", reads=PYTORCH)
     args.max_len = translator.config.model.max_len
-    german = [g for g, _ in read_split(args.split, args.data_dir)[: args.limit]]
+    german = [g for g, _ in split_pairs(args)]
     sources = translator.encode(german)
     attend, attention = attention_kernels(translator)
     seconds, steps, found = timed_rounds(translator, sources, attend, args)
@@ -465,9 +473,7 @@ def bench_refill(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument(
         "--rows",

@@ -58,11 +58,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from common import attention_kernels, command, now, run_main, versions, write_report
+from common import (
+    attention_kernels,
+    command,
+    now,
+    run_main,
+    sentence_options,
+    split_pairs,
+    versions,
+    write_report,
+)
 from torch import Tensor, nn
 
 import annotated_transformer.decoding.batched as batched
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding import cache as cache_module
 from annotated_transformer.decoding import kernels
 from annotated_transformer.decoding.batched import length_batches, translate_ids
@@ -418,7 +426,7 @@ def translate_part(
 def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(1)
     translator = open_translator(None, device="cpu", reads=PYTORCH)
-    german = [g for g, _ in read_split(args.split, args.data_dir)[: args.limit]]
+    german = [g for g, _ in split_pairs(args)]
     sources = translator.encode(german)
     KERNELS["attend"], attention = attention_kernels(translator)
     seconds: dict[tuple[str, str], list[float]] = {}
@@ -491,9 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="decoding_variants.py", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--part", type=int, default=250, help="sentences a variant translates "
                         "before the next takes the same ones (default 250)")  # fmt: skip

@@ -22,10 +22,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 import torch
-from common import command, now, run_main, versions, write_report
+from common import command, now, run_main, sentence_options, split_pairs, versions, write_report
 
 import annotated_transformer.decoding.batched as batched
-from annotated_transformer.data.multi30k import read_split
 from annotated_transformer.decoding.cache import decode_step
 from annotated_transformer.decoding.decoding_checks import SEARCHES
 from annotated_transformer.decoding.search import beam_search
@@ -70,7 +69,7 @@ def counted_translation(
 def bench_search_rules(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.set_num_threads(args.threads)
     translator = open_translator(args.checkpoint or None, device=args.device, reads=PYTORCH)
-    pairs = read_split(args.split, args.data_dir)[: args.limit]
+    pairs = split_pairs(args)
     german, references = [g for g, _ in pairs], [e for _, e in pairs]
     seconds: dict[str, list[float]] = {rule: [] for rule in SEARCHES}
     found: dict[str, tuple[list[str], CountedSteps]] = {}
@@ -133,9 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="search_rules.py", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="a checkpoint or run folder (default: the shipped "
                         "model)")  # fmt: skip
-    parser.add_argument("--split", default="test2016")
-    parser.add_argument("--data-dir", help="folder holding the raw Multi30k files")
-    parser.add_argument("--limit", type=int, help="only the first N sentences")
+    sentence_options(parser)
     parser.add_argument("--beam", type=int, default=4, help="beam size (default 4, §6.1)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--device", choices=["cpu", "cuda"])

@@ -348,7 +348,7 @@ def test_on_a_gpu_the_decoding_benchmark_leaves_out_what_cannot_run_and_says_why
     monkeypatch.setattr(decoding_benchmark, "other_round", fails)
     timings, left_out = decoding_benchmark.Timings(torch.device("cuda")), {}
     translator = decoding_benchmark._translator(None, "cpu")  # (its rows run here on the CPU)
-    pairs = decoding_benchmark.read_split("test2016", data_dir)[:3]
+    pairs = read_split("test2016", data_dir)[:3]
     job = {"checkpoint": None, "device": "cpu", "threads": 1}
     swept = decoding_benchmark._time_engines(timings, translator, pairs, job, 2, left_out)
     assert swept == {} and left_out == {"CTranslate2": why} and tries == ["CTranslate2 float32"]
@@ -634,3 +634,22 @@ def test_the_in_place_cache_gives_the_steps_log_probabilities():
             torch.testing.assert_close(found, expected, rtol=0, atol=1e-6)
             tokens = expected.argmax(-1)
     assert b.length == 70 and b.store["keys"][0].shape[0] >= 70
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["decoding", "decoding_batches", "decoding_profile", "decoding_refill", "decoding_variants",
+     "search_rules"],
+)  # fmt: skip
+def test_a_limit_below_one_sentence_is_refused_in_one_line(name, data_dir, tmp_path, capsys):
+    """`--limit 0` is not "no limit", and `--limit -1` not "all but the last": both refused."""
+    import importlib
+
+    out = tmp_path / "record.json"
+    for limit in ("0", "-1"):
+        argv = ["--data-dir", str(data_dir), "--limit", limit, "--output", str(out)]
+        assert importlib.import_module(name).main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        expected = f"--limit must be at least 1 sentence, got {limit}"
+        assert len(err) == 1 and err[0].endswith(expected), err
+        assert not out.exists()
