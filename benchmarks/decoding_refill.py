@@ -67,9 +67,13 @@ from annotated_transformer.decoding.onednn import onednn_linears
 from annotated_transformer.decoding.workers import pieces, run_searches
 from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.model.masks import padding_mask
-from annotated_transformer.util.device import describe_device
 
 KINDS = ("package", "refilled", "overlapped")
+
+
+def label(kind: str, workers: int) -> str:
+    """A row's name in the record: "overlapped, 1 worker", "package, 2 workers"."""
+    return f"{kind}, {workers} worker{'s' if workers > 1 else ''}"
 
 
 class Counts:
@@ -422,7 +426,7 @@ def timed_rounds(translator, sources: list[Tensor], attend: Callable | None,
                     if round_:
                         seconds.setdefault((workers, kind), []).append(took)
                         steps.setdefault((workers, kind), []).append(counts)
-                        print(f"round {round_}, {workers} workers, {kind}: {took:.2f} s",
+                        print(f"round {round_}, {label(kind, workers)}: {took:.2f} s",
                               file=sys.stderr)  # fmt: skip
     finally:
         torch.set_num_threads(threads)  # (as the caller had it)
@@ -440,12 +444,13 @@ def bench_refill(args: argparse.Namespace, argv: Sequence[str]) -> int:
     attend, attention = attention_kernels(translator)
     seconds, steps, found = timed_rounds(translator, sources, attend, args)
     results = {}
-    for (workers, kind), times in seconds.items():
-        package, counts = seconds[workers, "package"], steps[workers, kind]
+    for workers, kind in ((w, k) for w in (1, 2) for k in KINDS):  # (the package first)
+        times, package = seconds[workers, kind], seconds[workers, "package"]
+        counts = steps[workers, kind]
         step_seconds = [c.seconds for c in counts]
         same = sum(a == b for a, b in zip(found[workers, kind], found[workers, "package"],
                                           strict=True))  # fmt: skip
-        results[f"{kind}, {workers} workers"] = {
+        results[label(kind, workers)] = {
             "seconds": round(statistics.median(times), 3),
             "every_seconds": [round(s, 3) for s in times],
             "speed / package": round(statistics.median(
@@ -459,7 +464,7 @@ def bench_refill(args: argparse.Namespace, argv: Sequence[str]) -> int:
         }  # fmt: skip
     report = {
         "benchmark": "decoding_refill", "command": command("decoding_refill.py", argv),
-        "date": now(), "device": describe_device(torch.device("cpu")), "split": args.split,
+        "date": now(), "device": "cpu (1 worker of 1 thread; 2 workers of 1)", "split": args.split,
         "sentences": len(german), "rounds": args.rounds, "max_tokens": translator.max_tokens,
         "rows": args.rows, "refill_at": args.refill_at, "next_at": args.next_at,
         "attention": attention, "results": results, "versions": versions(),

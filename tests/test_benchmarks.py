@@ -535,14 +535,14 @@ def test_the_refill_benchmark_translates_as_the_package_in_fewer_steps(data_dir,
     assert torch.get_num_threads() == threads  # as it found them
     record = json.loads(out.read_text())
     assert sorted(record["results"]) == sorted(
-        f"{kind}, {w} workers" for kind in decoding_refill.KINDS for w in (1, 2)
+        decoding_refill.label(kind, w) for kind in decoding_refill.KINDS for w in (1, 2)
     )
     rows = record["results"]
     for name, row in rows.items():
         assert row["same_as_package"] == 40 and len(row["every_seconds"]) == 1, name
     assert rows["overlapped, 2 workers"]["steps"] < rows["package, 2 workers"]["steps"]
     for w in (1, 2):
-        assert rows[f"refilled, {w} workers"]["keys_read / keys_needed"] >= 1.0
+        assert rows[decoding_refill.label("refilled", w)]["keys_read / keys_needed"] >= 1.0
 
 
 @pytest.mark.parametrize("bad", [["--rows", "4", "--refill-at", "4"], ["--next-at", "-1"]])
