@@ -133,11 +133,12 @@ def sentence_options(parser: argparse.ArgumentParser) -> None:
 
 def split_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The (German, English) pairs of `args.split` with text on both sides, the first
-    `args.limit` of them if given; a limit below 1 is refused (ValueError: `run_main`'s line)."""
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be at least 1 sentence, got {args.limit}")
+    `args.limit` of them if given (`run_main` refuses a limit below 1)."""
     pairs = read_split(args.split, args.data_dir)
     return [(de, en) for de, en in pairs if de.strip() and en.strip()][: args.limit]
+
+
+COUNTS = {"rounds": "", "limit": " sentence"}  # options that count: at least 1 wherever they are
 
 
 def run_main(
@@ -147,11 +148,15 @@ def run_main(
 ) -> int:
     """Parse `argv` (default: the command line) and run `bench(args, argv)`.
 
-    Bad input (a missing file, a setting out of range) is one line on stderr and exit status 1.
+    Bad input (a missing file, a setting out of range) is one line on stderr and exit status 1;
+    among it, a count of COUNTS (`--rounds`, `--limit`) below 1, whichever benchmark it is given.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
+        for name, unit in COUNTS.items():
+            if getattr(args, name, None) is not None and getattr(args, name) < 1:
+                raise ValueError(f"--{name} must be at least 1{unit}, got {getattr(args, name)}")
         return bench(args, argv)
     except (OSError, ValueError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)

@@ -254,8 +254,6 @@ def measure(runs: dict[str, tuple[nn.Module, Callable[[], object]]], rounds: int
 
 
 def bench_profile(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if args.rounds < 1:
-        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     torch.set_num_threads(1)  # one worker's thread
     translator = open_translator(device="cpu", reads=PYTORCH)
     pairs = split_pairs(args)

@@ -434,9 +434,9 @@ def timed_rounds(translator, sources: list[Tensor], attend: Callable | None,
 
 
 def bench_refill(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if not 0 <= args.refill_at < args.rows or args.next_at < 0 or args.rounds < 1:
-        got = f"{args.refill_at}, {args.rows}, {args.next_at}, {args.rounds}"
-        raise ValueError(f"need 0 <= --refill-at < --rows, --next-at >= 0, --rounds >= 1: {got}")
+    if not 0 <= args.refill_at < args.rows or args.next_at < 0:
+        got = f"--refill-at {args.refill_at}, --rows {args.rows}, --next-at {args.next_at}"
+        raise ValueError(f"need 0 <= --refill-at < --rows and --next-at >= 0, got {got}")
     translator = open_translator(None, device="cpu", reads=PYTORCH)
     args.max_len = translator.config.model.max_len
     german = [g for g, _ in split_pairs(args)]

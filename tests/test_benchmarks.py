@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import common
 import ct2_sweep
 import decoding as decoding_benchmark
 import pytest
@@ -28,6 +29,8 @@ from annotated_transformer.exports.formats import PYTORCH, open_translator
 from annotated_transformer.model.transformer import ModelConfig, build_model, make_model
 from annotated_transformer.runs.presets import preset
 from annotated_transformer.training.run import train
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # --- the baselines of the training benchmark ------------------------------------------------------
 
@@ -636,20 +639,32 @@ def test_the_in_place_cache_gives_the_steps_log_probabilities():
     assert b.length == 70 and b.store["keys"][0].shape[0] >= 70
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["decoding", "decoding_batches", "decoding_profile", "decoding_refill", "decoding_variants",
-     "search_rules"],
-)  # fmt: skip
-def test_a_limit_below_one_sentence_is_refused_in_one_line(name, data_dir, tmp_path, capsys):
-    """`--limit 0` is not "no limit", and `--limit -1` not "all but the last": both refused."""
+def _counting(path: Path) -> bool:
+    """Whether the benchmark at `path` runs through `run_main` and takes --rounds or --limit."""
+    text = path.read_text(encoding="utf-8")
+    counts = ('"--rounds"', '"--limit"', "sentence_options(parser)")
+    return path.stem != "common" and "run_main(" in text and any(c in text for c in counts)
+
+
+COUNTING = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if _counting(p))
+
+
+@pytest.mark.parametrize("name", COUNTING)
+def test_a_count_below_one_is_refused_in_one_line(name, tmp_path, capsys):
+    """`--rounds 0` would time nothing, `--limit 0` is not "no limit" and `--limit -1` not "all
+    but the last": in every benchmark that has them, one line and no record."""
     import importlib
 
+    module = importlib.import_module(name)
+    options = {a.dest for a in module.build_parser()._actions}
+    counts = [(n, unit) for n, unit in common.COUNTS.items() if n in options]
+    assert counts, f"{name} has neither --rounds nor --limit"
     out = tmp_path / "record.json"
-    for limit in ("0", "-1"):
-        argv = ["--data-dir", str(data_dir), "--limit", limit, "--output", str(out)]
-        assert importlib.import_module(name).main(argv) == 1
-        err = capsys.readouterr().err.strip().splitlines()
-        expected = f"--limit must be at least 1 sentence, got {limit}"
-        assert len(err) == 1 and err[0].endswith(expected), err
-        assert not out.exists()
+    assert len(COUNTING) >= 9  # (every decoding benchmark, search_rules, train)
+    for option, unit in counts:
+        for value in ("0", "-1"):
+            assert module.main([f"--{option}", value, "--output", str(out)]) == 1
+            err = capsys.readouterr().err.strip().splitlines()
+            expected = f"--{option} must be at least 1{unit}, got {value}"
+            assert len(err) == 1 and err[0].endswith(expected), err
+            assert not out.exists()
