@@ -84,6 +84,47 @@ def test_ctrl_c_keeps_the_lines_already_written() -> None:
         process.kill()
 
 
+# Ctrl-C while the main thread waits, with the signal handed to another thread of the process
+# (the kernel may give it to any): `POKE` sends SIGINT to a thread of its own after a second.
+POKE = """
+import signal, threading, time
+def poke():
+    time.sleep(1)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+threading.Thread(target=poke, daemon=True).start()
+"""
+WAITS = {
+    "for a job": """
+from annotated_transformer.decoding.workers import run_searches
+def jobs():
+    yield 1
+    threading.Event().wait()  # standard input left open: no next job, ever
+for job, found in run_searches(lambda job: [job], jobs(), 2, ahead=4):
+    print("translated", job, flush=True)
+""",
+    "for a line": """
+from annotated_transformer.cli.standard_input import stdin_chunks
+next(stdin_chunks(2))  # standard input open, and nothing on it
+""",
+}
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="signal.pthread_kill: POSIX")
+@pytest.mark.parametrize("waiting", list(WAITS))
+def test_ctrl_c_given_to_another_thread_still_stops_the_wait(waiting: str) -> None:
+    """A wait without a timeout would sleep through it, for ever (issue 61's CI run hung so)."""
+    script = f"{POKE}\ntry:\n" + "".join(f"    {line}\n" for line in WAITS[waiting].splitlines())
+    script += "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n"
+    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:  # (standard input stays open until the end)
+        process.wait(LIMIT_S)
+        out, err = process.stdout.read().decode(), process.stderr.read().decode()
+        assert out.splitlines()[-1:] == ["interrupted"], (out, err[-2000:])
+    finally:
+        process.kill()
+
+
 @pytest.fixture(scope="module")
 def brief_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixture's run, its generator biased to end every sentence at its first step."""

@@ -130,6 +130,8 @@ def stdin_chunks(size: int) -> Iterator[list[str]]:
     import queue
     import threading
 
+    from annotated_transformer.decoding.workers import waking_get  # (a Ctrl-C gets through)
+
     lines: queue.Queue = queue.Queue(maxsize=size)
 
     def read() -> None:
@@ -142,7 +144,7 @@ def stdin_chunks(size: int) -> Iterator[list[str]]:
 
     threading.Thread(target=read, name="stdin", daemon=True).start()
     while True:
-        chunk, item = [], lines.get()  # wait for a first line
+        chunk, item = [], waking_get(lines)  # wait for a first line
         while True:
             if item is _END_OF_INPUT or isinstance(item, Exception):
                 if chunk:
@@ -153,5 +155,5 @@ def stdin_chunks(size: int) -> Iterator[list[str]]:
             chunk.append(item)
             if len(chunk) == size or lines.empty():
                 break
-            item = lines.get()
+            item = waking_get(lines)
         yield chunk

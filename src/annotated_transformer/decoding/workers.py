@@ -17,8 +17,8 @@ the batches in turn.
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
@@ -27,6 +27,7 @@ from annotated_transformer.util.cores import usable_cores
 
 Job = TypeVar("Job")  # what one search is given: here, a piece of a batch
 PIECES = 3  # pieces per worker that `pieces` makes at least
+WAKE_S = 0.2  # how often the caller's thread, waiting for a worker or a job, looks for Ctrl-C
 
 
 def decoding_workers(device: torch.device) -> int:
@@ -104,13 +105,32 @@ def run_searches(
 ONE_POOL = threading.RLock()  # (reentrant: a thread that holds it, in a stream, may translate)
 
 
+def waking_get(items: queue.Queue) -> Any:
+    """`items.get()`, waking every WAKE_S seconds. Ctrl-C raises KeyboardInterrupt in the main
+    thread, but the kernel may hand the signal to any thread of the process; a wait without a
+    timeout then sleeps through it, for ever where nothing more comes (standard input left open).
+    A wait that wakes raises it within WAKE_S seconds."""
+    while True:
+        try:
+            return items.get(timeout=WAKE_S)
+        except queue.Empty:
+            continue
+
+
+def waking_result(future: Future) -> Any:
+    """`future.result()`, waking every WAKE_S seconds to let a Ctrl-C through (`waking_get`)."""
+    while not future.done():
+        wait([future], timeout=WAKE_S)
+    return future.result()
+
+
 def _in_order(pool: Executor, work: Callable, jobs: Iterable[Job], ahead: int | None) -> Iterator:
     """`work(job)` of every job, run by `pool`, in the jobs' order. Without `ahead`, every job is
     taken at once (as `pool.map` takes them). With it, a thread of its own takes them, at most
     `ahead` not yet given back, so that a result comes as soon as it and those before it are
     done, however slowly the next job comes; an error in taking one comes after them."""
     if ahead is None:
-        yield from (future.result() for future in [pool.submit(work, job) for job in jobs])
+        yield from (waking_result(f) for f in [pool.submit(work, job) for job in jobs])
         return
     room, taken, stop = threading.Semaphore(ahead), queue.Queue(), threading.Event()
 
@@ -128,10 +148,10 @@ def _in_order(pool: Executor, work: Callable, jobs: Iterable[Job], ahead: int | 
 
     threading.Thread(target=take, name="translate-jobs", daemon=True).start()
     try:
-        while (item := taken.get()) is not None:
+        while (item := waking_get(taken)) is not None:
             if isinstance(item, Exception):
                 raise item
-            yield item.result()
+            yield waking_result(item)
             room.release()
     finally:
         stop.set()
