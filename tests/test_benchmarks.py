@@ -527,7 +527,7 @@ def test_the_variants_benchmark_measures_each_step_and_counts_its_translations(
 def test_the_refill_benchmark_translates_as_the_package_in_fewer_steps(data_dir, tmp_path):
     """Continuous batching, both forms (benchmarks/decoding_refill.py), on 1 and 2 workers: the
     package's translations; overlapped batches take fewer steps than the package's pieces;
-    refilled rows read at least the keys their positions need."""
+    refilled rows read more keys than their own positions need (the older rows' columns)."""
     import decoding_refill
 
     out = tmp_path / "refill.json"
@@ -545,7 +545,7 @@ def test_the_refill_benchmark_translates_as_the_package_in_fewer_steps(data_dir,
         assert row["same_as_package"] == 40 and len(row["every_seconds"]) == 1, name
     assert rows["overlapped, 2 workers"]["steps"] < rows["package, 2 workers"]["steps"]
     for w in (1, 2):
-        assert rows[decoding_refill.label("refilled", w)]["keys_read / keys_needed"] >= 1.0
+        assert rows[decoding_refill.label("refilled", w)]["keys_read / keys_needed"] > 1.0  # joined
 
 
 @pytest.mark.parametrize("bad", [["--rows", "4", "--refill-at", "4"], ["--next-at", "-1"]])
