@@ -25,7 +25,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 import annotated_transformer
-from annotated_transformer import notebook
+from annotated_transformer.book import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDRESS = "https://github.com/example/annotated-transformer"

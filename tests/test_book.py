@@ -14,7 +14,7 @@ import export
 import nbformat
 import pytest
 
-from annotated_transformer import notebook
+from annotated_transformer.book import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))

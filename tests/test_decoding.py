@@ -238,14 +238,24 @@ def test_the_packed_step_stacks_biases_and_leaves_an_int8_models_products_apart(
     assert worst < 1e-5 and same
 
 
+def int8_model(model: nn.Module, per_row: bool) -> nn.Module:
+    """`model` with int8 linear layers (PyTorch's dynamic quantization), a scale per output row as
+    `Translator.quantized` makes them or one per matrix; torch.ao's notices of its successor, which
+    `Translator.quantized` keeps from users, are kept from the test log as well."""
+    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig if per_row else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", "torch.quantize_per_tensor", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(
+            model, {nn.Linear: qconfig} if per_row else {nn.Linear}, torch.qint8
+        )
+
+
 @pytest.mark.parametrize("per_row", [True, False])
 def test_the_packed_step_stacks_int8_weights_with_a_scale_per_row_only(per_row):
     """int8 weights with a scale per output row (`Translator.quantized`'s) stack into one product
     with the three's numbers bit for bit; with one scale per matrix they stay three products."""
-    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig if per_row else None
-    int8 = torch.ao.quantization.quantize_dynamic(
-        untrained(seed=4), {nn.Linear: qconfig} if per_row else {nn.Linear}, torch.qint8
-    )
+    int8 = int8_model(untrained(seed=4), per_row)
     with warnings.catch_warnings():  # (int8 tensors announce their successor: not to users)
         warnings.simplefilter("error")
         stacked = packed_step(int8).qkv
@@ -281,7 +291,7 @@ def test_onednn_linears_share_the_weights_and_give_the_reference_steps_log_proba
 def test_onednn_linears_leave_a_model_they_cannot_run_as_it_is(monkeypatch):
     """No oneDNN in the build, operators that fail, float64 weights, or int8 layers (nothing to
     replace): the model itself comes back."""
-    int8 = torch.ao.quantization.quantize_dynamic(untrained(seed=4), {nn.Linear}, torch.qint8)
+    int8 = int8_model(untrained(seed=4), per_row=False)
     for model in (untrained(seed=4).double(), int8):
         assert onednn_linears(model) is model
     model = untrained(seed=4)
