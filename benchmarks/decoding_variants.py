@@ -423,12 +423,11 @@ def translate_part(
     return took
 
 
-def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    torch.set_num_threads(1)
-    translator = open_translator(None, device="cpu", reads=PYTORCH)
-    german = [g for g, _ in split_pairs(args)]
-    sources = translator.encode(german)
-    KERNELS["attend"], attention = attention_kernels(translator)
+def time_variants(
+    translator, sources: list, args: argparse.Namespace
+) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[list[str]]]]:
+    """Each variant's seconds per round and its last round's translations, for greedy decoding
+    and beam search: the parts of the split in every variant, the order turning each part."""
     seconds: dict[tuple[str, str], list[float]] = {}
     found: dict[tuple[str, str], list[list[str]]] = {}
     for variant in VARIANTS:  # an untimed warm-up of each: the allocator, the caches
@@ -452,6 +451,12 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
                     )  # fmt: skip
         for key, times in seconds.items():
             print(f"round {round_ + 1}, {key[0]}, {key[1]}: {times[-1]:.2f} s", file=sys.stderr)
+    return seconds, found
+
+
+def summarize(seconds: dict, found: dict, sentences: int) -> dict:
+    """Per variant and search: median seconds, speed against the reference paired by round, and
+    how many translations are the reference's."""
     results = {}
     for (variant, how), times in seconds.items():
         median = statistics.median(times)
@@ -461,15 +466,40 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
         results[f"{variant}, {how}"] = {
             "seconds": round(median, 3), "every_seconds": [round(s, 3) for s in times],
-            "sentences_per_second": round(len(german) / median, 1),
+            "sentences_per_second": round(sentences / median, 1),
             "speed / reference": round(statistics.median(paired), 2),
             "fastest_seconds": round(min(times), 3), "same_as_reference": same,
         }  # fmt: skip
+    return results
+
+
+def print_summary(report: dict) -> None:
+    for row in report["products"]:
+        print(f"product {row['rows']} x {row['in']} -> {row['out']}: MKL {row['mkl_gflops']} "
+              f"GFLOP/s, oneDNN {row['onednn_gflops']}")  # fmt: skip
+    for name, row in report["results"].items():
+        print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
+              f"{row['same_as_reference']} the same")  # fmt: skip
+    print("compiled step:", report["compiled_step"] or "not measured (--compile-rows 0)")
+    print("whole step, AOTInductor:", report["whole_step"] or "not measured (--whole-step-rows '')")
+    for how, row in report["encoder"].items():
+        print(f"encoder, {how}: whole / in pieces {row['whole / in pieces']}, "
+              f"{row['same_memory']} of {row['batches']} batches the same memory, at most "
+              f"{row['largest_difference']:.0e} apart")  # fmt: skip
+
+
+def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    torch.set_num_threads(1)
+    translator = open_translator(None, device="cpu", reads=PYTORCH)
+    german = [g for g, _ in split_pairs(args)]
+    sources = translator.encode(german)
+    KERNELS["attend"], attention = attention_kernels(translator)
+    seconds, found = time_variants(translator, sources, args)
     report = {
         "benchmark": "decoding_variants", "command": command("decoding_variants.py", argv),
         "date": now(), "device": describe_device(torch.device("cpu")),  # (1 thread)
         "split": args.split, "sentences": len(german), "rounds": args.rounds, "part": args.part,
-        "results": results, "kernels": attention,
+        "results": summarize(seconds, found, len(german)), "kernels": attention,
         # (before compiling: Inductor's run leaves the allocator holding large blocks, which
         # spares the whole batch's large tensors the fresh memory that a translation's meets)
         "encoder": encoder_pieces(translator.model, sources),
@@ -479,18 +509,7 @@ def bench_variants(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.whole_step_rows else None,
         "products": product_rates(translator.model), "versions": versions(),
     }  # fmt: skip
-    for row in report["products"]:
-        print(f"product {row['rows']} x {row['in']} -> {row['out']}: MKL {row['mkl_gflops']} "
-              f"GFLOP/s, oneDNN {row['onednn_gflops']}")  # fmt: skip
-    for name, row in results.items():
-        print(f"{name:20} {row['seconds']:7.2f} s  x{row['speed / reference']:.2f}  "
-              f"{row['same_as_reference']} the same")  # fmt: skip
-    print("compiled step:", report["compiled_step"] or "not measured (--compile-rows 0)")
-    print("whole step, AOTInductor:", report["whole_step"] or "not measured (--whole-step-rows '')")
-    for how, row in report["encoder"].items():
-        print(f"encoder, {how}: whole / in pieces {row['whole / in pieces']}, "
-              f"{row['same_memory']} of {row['batches']} batches the same memory, at most "
-              f"{row['largest_difference']:.0e} apart")  # fmt: skip
+    print_summary(report)
     write_report(report, args.output)
     return 0
 

@@ -67,21 +67,8 @@ def training_facts() -> dict:
 
 
 def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
-    config, origin = translator.config, translator.origin
-    run = json.loads((RECORDS / "run.json").read_text())
-    facts = training_facts()
-    test = load_results(RECORDS / "test2016-shipped-beam4.json")
-    fp32, fp16 = (
-        load_results(RECORDS / f"val-{tag}.json") for tag in ("avg5-beam4", "shipped-beam4")
-    )
-    m = config.model
-    steps = [entry["step"] for entry in origin["averaged_from"]]
-    first = facts["first"]
-    reached = (
-        f"step {first[0]:,}, after {first[1] / 60:.1f} minutes of training (BLEU {first[2]:.2f})"
-        if first else f"never (best: {facts['best']['bleu']:.2f})"
-    )  # fmt: skip
-    out = [
+    """The card above its examples: what the model is, its data, its training and its scores."""
+    return [
         "# Model card: `annotated-transformer` release model, German→English (Multi30k)",
         "",
         "The model that ships with the `annotated-transformer` package: the Transformer of "
@@ -97,6 +84,17 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         'Translator.pretrained().translate(["Ein Hund rennt durch den Schnee."])',
         "```",
         "",
+        *model_section(translator, sums, sizes),
+        *data_section(),
+        *training_section(translator.config),
+        *scores_section(),
+    ]
+
+
+def model_section(translator, sums: dict, sizes: dict) -> list[str]:
+    m = translator.config.model
+    steps = [entry["step"] for entry in translator.origin["averaged_from"]]
+    return [
         "## The model",
         "",
         "| | |",
@@ -118,6 +116,11 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         "Loading checks each file against `SHA256SUMS` first; the weights are safetensors (tensors "
         "only, nothing is unpickled).",
         "",
+    ]
+
+
+def data_section() -> list[str]:
+    return [
         "## Data",
         "",
         "Multi30k, task 1 (Elliott, Frank, Sima'an and Specia, 2016): 29,000 German–English "
@@ -127,6 +130,18 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         "distributed by their authors for research. These weights ship with the package (MIT) "
         "for study and research; check the data's terms before any other use.",
         "",
+    ]
+
+
+def training_section(config) -> list[str]:
+    run = json.loads((RECORDS / "run.json").read_text())
+    facts = training_facts()
+    first = facts["first"]
+    reached = (
+        f"step {first[0]:,}, after {first[1] / 60:.1f} minutes of training (BLEU {first[2]:.2f})"
+        if first else f"never (best: {facts['best']['bleu']:.2f})"
+    )  # fmt: skip
+    return [
         "## Training",
         "",
         "```bash",
@@ -146,6 +161,15 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         f"Greedy BLEU on all of val, measured every 250 steps, first reached {BLEU_MARK:g} at "
         f"{reached}; at the last step it was {facts['last']['bleu']:.2f}.",
         "",
+    ]
+
+
+def scores_section() -> list[str]:
+    test = load_results(RECORDS / "test2016-shipped-beam4.json")
+    fp32, fp16 = (
+        load_results(RECORDS / f"val-{tag}.json") for tag in ("avg5-beam4", "shipped-beam4")
+    )
+    return [
         "## Scores",
         "",
         "The shipped (float16) weights, beam search with 4 beams and α = 0.6, cased sacreBLEU "
@@ -171,7 +195,6 @@ def lines_of_card(translator, sums: dict, sizes: dict) -> list[str]:
         '`annotated_transformer.evaluation.scores.rescore("results/release/test2016-shipped-beam4.json")`.',
         "",
     ]
-    return out
 
 
 def examples(translator, title: str, intro: str, sentences: list[str]) -> list[str]:
