@@ -265,38 +265,35 @@ def settle(page) -> None:
         pass
 
 
-@pytest.mark.parametrize("page_path", book_pages())
-def test_page_renders_offline(browser, server: str, page_path: str) -> None:
+def watched_page(browser, allowed: tuple[str, ...]):
+    """A new 1280 × 900 page whose requests outside `allowed` are blocked and listed in
+    page.left_machine, and whose script errors, but the HARMLESS ones, are listed in page.errors."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    left_machine: list[str] = []
-    errors: list[str] = []
+    page.left_machine, page.errors = [], []
 
     def route(route) -> None:
-        url = route.request.url
-        if url.startswith((server, "data:", "blob:")):
+        if route.request.url.startswith(allowed):
             route.continue_()
         else:
-            left_machine.append(url)
+            page.left_machine.append(route.request.url)
             route.abort()
-
-    page.route("**/*", route)
 
     def report(text: str) -> None:
         if not any(harmless in text for harmless in HARMLESS):
-            errors.append(text)
+            page.errors.append(text)
 
+    page.route("**/*", route)
     page.on("pageerror", lambda error: report(f"page error: {error}"))
     page.on(
         "console", lambda msg: report(f"console error: {msg.text}") if msg.type == "error" else None
     )
-    page.on("requestfailed", lambda request: errors.append(f"request failed: {request.url}"))
+    return page
 
-    response = page.goto(f"{server}/{page_path}", wait_until="load")
-    assert response is not None and response.ok, f"{page_path}: HTTP {response and response.status}"
-    settle(page)
 
-    # Math: every formula was typeset by the local MathJax, none failed.
+def assert_drawn(page, page_path: str) -> None:
+    """Every formula typeset by the local MathJax and none failed; every Altair chart drew its
+    marks; every image loaded; no Markdown table left as a paragraph of pipes."""
     if page.locator(".math").count():
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.evaluate("() => MathJax.startup.promise")
@@ -306,53 +303,55 @@ def test_page_renders_offline(browser, server: str, page_path: str) -> None:
         )
         assert untypeset == [], f"{page_path}: math not typeset: {untypeset}"
         assert page.locator("mjx-merror").count() == 0, f"{page_path}: MathJax reported errors"
-
-    # Charts: every Altair chart drew its marks.
-    charts = page.locator("[id^='altair-']")
-    if charts.count():
+    if page.locator("[id^='altair-']").count():
         page.wait_for_function(
             "() => [...document.querySelectorAll(\"[id^='altair-']\")]"
             ".every(c => c.querySelector('.marks'))",
             timeout=20_000,
         )
-
-    # Images: every image loaded and has a size.
     broken = page.evaluate(
         "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
         ".map(i => i.src)"
     )
     assert broken == [], f"{page_path}: images that did not load: {broken}"
-
-    # Tables: what a cell displays as a Markdown table is a table, not a paragraph of pipes.
-    unparsed = page.evaluate(
+    unparsed = page.evaluate(  # what a cell displays as a Markdown table is a table
         "() => [...document.querySelectorAll('p')].map(p => p.textContent.trim())"
         ".filter(text => text.startsWith('| ')).map(text => text.slice(0, 60))"
     )
     assert unparsed == [], f"{page_path}: Markdown tables left unparsed: {unparsed}"
 
-    # Code fits the page: at this width no code block scrolls sideways. The chapters' lines are at
-    # most 100 columns (ruff's line-length) and book/_static/book.css makes 100 columns fit;
-    # what a cell prints wraps. Each offender: its widths and its longest line.
-    scrolling = page.evaluate(
+
+def sideways_code(page) -> list[list]:
+    """The code blocks that scroll sideways, each as its widths and its longest line. The
+    chapters' lines are at most 100 columns (ruff's line-length) and book/_static/book.css makes
+    100 columns fit at 1280 px; what a cell prints wraps."""
+    return page.evaluate(
         "() => [...document.querySelectorAll('div.highlight pre')]"
         ".filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
         ".map(pre => [pre.scrollWidth, pre.clientWidth, pre.textContent.split('\\n')"
         ".reduce((longest, line) => (line.length > longest.length ? line : longest), '')])"
     )
 
-    # Everything fits the column and reads cleanly: see page_problems.
-    problems = page_problems(page)
 
+@pytest.mark.parametrize("page_path", book_pages())
+def test_page_renders_offline(browser, server: str, page_path: str) -> None:
+    page = watched_page(browser, allowed=(server, "data:", "blob:"))
+    page.on("requestfailed", lambda request: page.errors.append(f"request failed: {request.url}"))
+    response = page.goto(f"{server}/{page_path}", wait_until="load")
+    assert response is not None and response.ok, f"{page_path}: HTTP {response and response.status}"
+    settle(page)
+    assert_drawn(page, page_path)
+    scrolling = sideways_code(page)
+    problems = page_problems(page)  # everything fits the column and reads cleanly
     if page_path in SCREENSHOT_PAGES:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = Path(page_path).with_suffix(".png").name
         page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
-
-    context.close()
-    assert left_machine == [], (
-        f"{page_path}: requests that tried to leave the machine: {left_machine}"
+    page.context.close()
+    assert page.left_machine == [], (
+        f"{page_path}: requests that tried to leave the machine: {page.left_machine}"
     )
-    assert errors == [], f"{page_path}: script errors: {errors}"
+    assert page.errors == [], f"{page_path}: script errors: {page.errors}"
     if scrolling:
         scroll_width, client_width, line = scrolling[0]
         pytest.fail(
@@ -459,31 +458,13 @@ def open_tryit(browser, url: str, allowed: tuple[str, ...], typing: bool = False
     in page.left_machine, every script error in page.errors, every status line in
     window.tryitStatuses. Unless `typing`, the page waits ten minutes after a keystroke before it
     translates on its own, so that a test of the button and the keys sees only what they start."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.left_machine, page.errors, page.received = [], [], []  # received: bytes per response
+    page = watched_page(browser, allowed)
+    page.received = []  # bytes per response
     page.on(
         "response",
         lambda response: (
             page.received.append(len(response.body())) if response.url.startswith("http") else None
         ),
-    )
-
-    def route(route) -> None:
-        if route.request.url.startswith(allowed):
-            route.continue_()
-        else:
-            page.left_machine.append(route.request.url)
-            route.abort()
-
-    def report(text: str) -> None:
-        if not any(harmless in text for harmless in HARMLESS):
-            page.errors.append(text)
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda error: report(f"page error: {error}"))
-    page.on(
-        "console", lambda msg: report(f"console error: {msg.text}") if msg.type == "error" else None
     )
     page.add_init_script(RECORD_STATUS)
     page.goto(url, wait_until="load")
@@ -555,42 +536,58 @@ def test_tryit_reads_a_variant_as_the_plain_sentence(
     assert page.left_machine == [] and page.errors == []
 
 
-def test_tryit_draws_attention_and_refuses_bad_input(
-    browser, server: str, built_book: Path, tryit_expected: dict
-) -> None:
+# Each setting's title and the message beside its field.
+SETTING_MESSAGES = (
+    "() => [...document.querySelectorAll('.tryit-settings input')]"
+    ".map(i => [i.title, i.nextElementSibling.textContent])"
+)
+
+
+def refuses_bad_input(page) -> None:
+    """Nothing to translate, or too long: a message on the page, no stale translation beside it,
+    and the page goes on working."""
+    status = page.locator(".tryit-status")
+    for text, message in (("", "Nothing to translate"), (" \n ", "Nothing to translate"),
+                          ("Hund " * 500, "the model reads at most 255")):  # fmt: skip
+        page.fill("textarea.tryit-input", text)
+        page.click("button.tryit-go")
+        page.wait_for_function("() => document.querySelector('.tryit-status').classList"
+                               ".contains('tryit-error')", timeout=10_000)  # fmt: skip
+        assert message in status.inner_text()
+        assert page.inner_text(".tryit-output") == ""
+
+
+def refuses_wrong_settings(page) -> None:
+    """A wrong beam size or α: a message beside its own field, naming it, and no translation
+    started, by the button or by Enter in a field; the settings are put back after."""
+    page.fill("textarea.tryit-input", TWELVE_WORDS)
+    beam, alpha = "input[title='beam size']", "input[title='α']"
+    beam_message = "beam size must be a whole number from 1 to 8"
+    alpha_message = "α must be a number ≥ 0 (the paper's is 0.6)"
+    for k, a, want in (("0", "0.6", [beam_message, ""]), ("4", "-1", ["", alpha_message]),
+                       ("2.5", "", [beam_message, alpha_message]),
+                       ("9", "0.6", [beam_message, ""])):  # fmt: skip
+        page.fill(beam, k)
+        page.fill(alpha, a)
+        page.evaluate("() => { document.querySelector('.tryit-status').textContent = 'idle'; }")
+        page.click("button.tryit-go")
+        assert page.evaluate(SETTING_MESSAGES) == [["beam size", want[0]], ["α", want[1]]], (k, a)
+        page.press(alpha, "Enter")  # Enter in a field: the same check
+        assert page.evaluate(SETTING_MESSAGES) == [["beam size", want[0]], ["α", want[1]]], (k, a)
+        assert page.inner_text(".tryit-status") == "idle"  # nothing started
+    page.fill(beam, "4")
+    page.fill(alpha, "0.6")
+
+
+def heatmap_follows_its_menus(page, maps) -> None:
+    """The heatmap opens on the mean of the last layer's heads, titled, with a colour scale; the
+    menus offer every layer, and every head besides the mean; each choice draws its weights of
+    `maps` (N, h, T, S), the cross-attention Python computes."""
     import torch
 
-    from annotated_transformer.evaluation.attention_maps import attention_maps
-    from annotated_transformer.translator import Translator
-
-    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
-    sizes = page.received
-    print(f"\nthe page loads {len(sizes)} files, {sum(sizes) / 1e6:.1f} MB")
-    assert len(sizes) > 10 and sum(sizes) < 40e6
-    status = page.locator(".tryit-status")
-
-    page.fill("textarea.tryit-input", TWELVE_WORDS)
-    tryit_translated(page, lambda: page.click("button.tryit-go"))
-    assert page.inner_text(".tryit-output") == tryit_expected["texts"][-1]
-    assert page.locator("table.tryit-nbest tr").count() == 1 + 4  # a header, 4 hypotheses
-
-    # The heatmap: a cell per output piece and source piece, the weights Python computes.
-    result = page.evaluate("""async (text) => { const r = await (await TryIt.ready).run(text,
-        {beamSize: 4, alpha: 0.6}); return {ids: r.nbest[0].ids, dims: r.cross.dims,
-        cross: Array.from(r.cross.data)}; }""", TWELVE_WORDS)  # fmt: skip
-    _, N, h, T, S = result["dims"]
+    N, h, T, S = maps.shape
     cells = "svg.tryit-heatmap g.row rect"
-    assert page.locator(cells).count() == T * S
-    widths = page.evaluate(f"() => [...document.querySelectorAll('{cells}')]"
-                           ".map(r => r.getBBox().width)")  # fmt: skip
-    assert set(widths) == {21}  # each cell its own square (no stylesheet stretches them)
-    translator = Translator.pretrained(device="cpu")
-    src = translator.encode([TWELVE_WORDS])[0]
-    maps = attention_maps(translator.model, src, torch.tensor(result["ids"][:-1]))["cross"]
-    assert torch.allclose(torch.tensor(result["cross"]).view(N, h, T, S), maps, atol=1e-4)
 
-    # It opens on the mean of the last layer's heads, titled, with a colour scale; the menus
-    # offer every layer, and every head besides the mean.
     def drawn() -> torch.Tensor:  # the weights of the cells drawn, (T, S)
         weights = page.evaluate(f"() => [...document.querySelectorAll('{cells}')]"
                                 ".map(r => Number(r.getAttribute('data-weight')))")  # fmt: skip
@@ -619,42 +616,47 @@ def test_tryit_draws_attention_and_refuses_bad_input(
     weight = maps[2, 5, 0, 0].item()
     assert shown != first and shown == f"rgba(31, 119, 180, {weight:.3f})"
 
-    # Bad input: a message on the page, and the page goes on working.
-    for text, message in (("", "Nothing to translate"), (" \n ", "Nothing to translate"),
-                          ("Hund " * 500, "the model reads at most 255")):  # fmt: skip
-        page.fill("textarea.tryit-input", text)
-        page.click("button.tryit-go")
-        page.wait_for_function("() => document.querySelector('.tryit-status').classList"
-                               ".contains('tryit-error')", timeout=10_000)  # fmt: skip
-        assert message in status.inner_text()
-        assert page.inner_text(".tryit-output") == ""  # no stale translation beside the message
 
-    # A wrong setting: a message beside its own field, naming it, and no translation.
+def test_tryit_draws_attention_and_refuses_bad_input(
+    browser, server: str, built_book: Path, tryit_expected: dict
+) -> None:
+    import torch
+
+    from annotated_transformer.evaluation.attention_maps import attention_maps
+    from annotated_transformer.translator import Translator
+
+    page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
+    sizes = page.received
+    print(f"\nthe page loads {len(sizes)} files, {sum(sizes) / 1e6:.1f} MB")
+    assert len(sizes) > 10 and sum(sizes) < 40e6
     page.fill("textarea.tryit-input", TWELVE_WORDS)
-    beam, alpha = "input[title='beam size']", "input[title='α']"
-    messages = (
-        "() => [...document.querySelectorAll('.tryit-settings input')]"
-        ".map(i => [i.title, i.nextElementSibling.textContent])"
-    )
-    beam_message = "beam size must be a whole number from 1 to 8"
-    alpha_message = "α must be a number ≥ 0 (the paper's is 0.6)"
-    for k, a, want in (("0", "0.6", [beam_message, ""]), ("4", "-1", ["", alpha_message]),
-                       ("2.5", "", [beam_message, alpha_message]),
-                       ("9", "0.6", [beam_message, ""])):  # fmt: skip
-        page.fill(beam, k)
-        page.fill(alpha, a)
-        page.evaluate("() => { document.querySelector('.tryit-status').textContent = 'idle'; }")
-        page.click("button.tryit-go")
-        assert page.evaluate(messages) == [["beam size", want[0]], ["α", want[1]]], (k, a)
-        page.press(alpha, "Enter")  # Enter in a field: the same check
-        assert page.evaluate(messages) == [["beam size", want[0]], ["α", want[1]]], (k, a)
-        assert status.inner_text() == "idle"  # nothing started
-    page.fill(beam, "4")
-    page.fill(alpha, "0.6")
+    tryit_translated(page, lambda: page.click("button.tryit-go"))
+    assert page.inner_text(".tryit-output") == tryit_expected["texts"][-1]
+    assert page.locator("table.tryit-nbest tr").count() == 1 + 4  # a header, 4 hypotheses
+
+    # The heatmap: a cell per output piece and source piece, the weights Python computes.
+    result = page.evaluate("""async (text) => { const r = await (await TryIt.ready).run(text,
+        {beamSize: 4, alpha: 0.6}); return {ids: r.nbest[0].ids, dims: r.cross.dims,
+        cross: Array.from(r.cross.data)}; }""", TWELVE_WORDS)  # fmt: skip
+    _, N, h, T, S = result["dims"]
+    cells = "svg.tryit-heatmap g.row rect"
+    assert page.locator(cells).count() == T * S
+    widths = page.evaluate(f"() => [...document.querySelectorAll('{cells}')]"
+                           ".map(r => r.getBBox().width)")  # fmt: skip
+    assert set(widths) == {21}  # each cell its own square (no stylesheet stretches them)
+    translator = Translator.pretrained(device="cpu")
+    src = translator.encode([TWELVE_WORDS])[0]
+    maps = attention_maps(translator.model, src, torch.tensor(result["ids"][:-1]))["cross"]
+    assert torch.allclose(torch.tensor(result["cross"]).view(N, h, T, S), maps, atol=1e-4)
+
+    heatmap_follows_its_menus(page, maps)
+
+    refuses_bad_input(page)
+    refuses_wrong_settings(page)
 
     # A click on an example translates it: no need to press Translate.
     tryit_translated(page, lambda: page.click("button.tryit-example >> nth=0"))
-    assert page.evaluate(messages) == [["beam size", ""], ["α", ""]]
+    assert page.evaluate(SETTING_MESSAGES) == [["beam size", ""], ["α", ""]]
     assert page.input_value("textarea.tryit-input") == "Ein Hund rennt durch den Schnee."
     assert page.inner_text(".tryit-output") == "A dog runs through the snow."
     page.context.close()
@@ -804,15 +806,27 @@ TRYIT_NBEST = ["Zwei Kinder spielen mit einem roten Ball am Strand.",
                "Zwei Jungen packen Obst auf das Fahrrad."]  # fmt: skip
 
 
+def nbest_expected(translator, sentence: str, k: int) -> tuple[list[str], list[float]]:
+    """The k best of the book's simple beam search (α = 0.6) on `sentence`, best first, as texts
+    (an empty one where the search kept the empty hypothesis) and scores."""
+    from annotated_transformer.decoding.batched import EXTRA_LENGTH
+    from annotated_transformer.decoding.simple import simple_beam_search
+    from annotated_transformer.model.masks import padding_mask
+
+    src = translator.encode([sentence])[0].unsqueeze(0)  # (1, S)
+    limit = min(src.size(1) + 1 + EXTRA_LENGTH, translator.config.model.max_len)
+    want = simple_beam_search(translator.model, src, padding_mask(src, 0), limit, 1, 2, k,
+                              0.6, n_best=k)  # fmt: skip
+    texts = [translator.detokenize(translator.tgt_vocab.decode(ids)) for ids, _ in want]
+    return texts, [score for _, score in want]
+
+
 def test_tryit_answers_keys_and_lists_at_most_k(browser, server: str, built_book: Path) -> None:
     """Loading shows progress; the widget says what the model learned and shows the input's
     pieces; Enter in a field, Ctrl+Enter and Cmd+Enter in the box translate; greedy and beam
     search side by side; the n-best list holds Python's k best, at most k rows, none blank."""
     import re
 
-    from annotated_transformer.decoding.batched import EXTRA_LENGTH
-    from annotated_transformer.decoding.simple import simple_beam_search
-    from annotated_transformer.model.masks import padding_mask
     from annotated_transformer.translator import Translator
 
     page = open_tryit(browser, f"{server}/{TRYIT}", (server, "data:", "blob:"))
@@ -852,17 +866,13 @@ def test_tryit_answers_keys_and_lists_at_most_k(browser, server: str, built_book
         assert page.inner_text(".tryit-output") == translator.translate([sentence], beam_size=k)[0]
         assert page.inner_text(".tryit-greedy") == translator.translate([sentence], beam_size=1)[0]
         assert page.inner_text(".tryit-label >> nth=1") == f"beam search, k = {k}, α = 0.6"
-        src = translator.encode([sentence])[0].unsqueeze(0)  # (1, S)
-        limit = min(src.size(1) + 1 + EXTRA_LENGTH, translator.config.model.max_len)
-        want = simple_beam_search(translator.model, src, padding_mask(src, 0), limit, 1, 2, k,
-                                  0.6, n_best=k)  # fmt: skip
-        texts = [translator.detokenize(translator.tgt_vocab.decode(ids)) for ids, _ in want]
+        texts, scores = nbest_expected(translator, sentence, k)
         got = rows()
         assert len(got) <= k and all(text.strip() for _, text, _ in got), got
         assert [(int(n), text) for n, text, _ in got] == [
             (n, text) for n, text in enumerate(texts, 1) if text
         ]
-        listed = [score for (_, score), text in zip(want, texts, strict=True) if text]
+        listed = [score for score, text in zip(scores, texts, strict=True) if text]
         assert [float(score) for *_, score in got] == pytest.approx(listed, abs=2e-4)
         empties += "" in texts
         note = page.inner_text(".tryit-empty")
