@@ -29,6 +29,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import zipfile
@@ -163,6 +164,18 @@ def copy_of_checkpoint(name: str) -> Callable[[Path], None]:
 def link(name: str, target: str) -> Callable[[Path], None]:
     """A setup: a symbolic link `name` to `target` (which may not exist, or may be a link)."""
     return lambda folder: (folder / name).symlink_to(target)
+
+
+def pipe(name: str) -> Callable[[Path], None]:
+    """A setup: a named pipe `name` (mkfifo), in place of the file of that name if there is one:
+    reading it waits for a writer that never comes."""
+
+    def setup(folder: Path) -> None:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).unlink(missing_ok=True)
+        os.mkfifo(folder / name)
+
+    return setup
 
 
 # Issue 32, runs: what its cases need
@@ -568,6 +581,7 @@ PW = ("prepare", "--data-dir", "wmt", "--vocab-size", "300")
 TR = ("translate", "--checkpoint", "run")
 TS = ("translate", "--checkpoint", "shipped")
 SENTENCE = "Ein Hund rennt."
+PIPE = "a named pipe: where it is read, the read waits for ever (a process stopped at a timeout)"
 CASES = [
     # What was typed: exit status 2
     Case("unknown-option", OPTION, (*TR, "--bem", "2", SENTENCE), 2,
@@ -649,6 +663,10 @@ CASES = [
          "notes.txt is not a checkpoint written by annotated-transformer: a text file",
          "exit 1, says what the file is", setup=write("notes.txt", "my notes\n"),
          note="notes.txt: a text file"),
+    Case("checkpoint-a-named-pipe", NOT_CHECKPOINT,
+         ("translate", "--checkpoint", "model.pt", SENTENCE), 1,
+         "model.pt: not a regular file, so not a checkpoint", "exit 1, nothing read from it",
+         setup=pipe("model.pt"), note="model.pt: a named pipe", process=PIPE),
     Case("random-bytes", NOT_CHECKPOINT, ("translate", "--checkpoint", "random.pt", SENTENCE),
          1, "random.pt is not a checkpoint written by annotated-transformer: neither a zip",
          "exit 1, as above", setup=write("random.pt", bytes(range(256)) * 8),
@@ -763,6 +781,18 @@ CASES = [
     Case("download-onto-other-files", CLOBBER, ("download", "--data-dir", "data"), 1,
          "data holds train.de.gz, which are not the Multi30k files", "exit 1, downloads nothing",
          setup=write("data/train.de.gz", "not the data\n"), note="data/train.de.gz: another file"),
+    Case("download-onto-a-named-pipe", CLOBBER, ("download", "--data-dir", "data"), 1,
+         "data holds train.de.gz, which are not the Multi30k files",
+         "exit 1, downloads nothing, reads nothing from it", setup=pipe("data/train.de.gz"),
+         note="data/train.de.gz: a named pipe", process=PIPE),
+    Case("train-onto-a-named-pipe", CLOBBER, (*T, "mine"), 1,
+         "mine holds config.json, not written by the trainer", "exit 1, reads nothing from it",
+         setup=pipe("mine/config.json"), note="mine/config.json: a named pipe",
+         process=PIPE),
+    Case("grid-onto-a-named-pipe", CLOBBER, ("grid", "--only", "base", "--results", "res"), 1,
+         "--results res: base.json exists and is not a record of the grid",
+         "exit 1 before training, reads nothing from it", setup=pipe("res/base.json"),
+         note="res/base.json: a named pipe", process=PIPE),
     # What the machine did: exit status 1
     Case("no-cuda", MACHINE, (*TR, "--device", "cuda", SENTENCE), 1,
          "--device cuda: PyTorch", "exit 1, says why, suggests --device cpu",
@@ -948,6 +978,10 @@ CASES = [
     Case("stdout-full-average", DISK_FULL, ("average", "run", "--last", "1", "--out", "avg.pt"),
          1, "standard output: No space left on device", "exit 1, writes no average",
          stdout="full"),
+    Case("vocab-a-named-pipe", RUN_FILES, (*TR, SENTENCE), 1,
+         "run/src_vocab.json: not a regular file (a folder, a pipe or a device)",
+         "exit 1, names the file, reads nothing from it", setup=pipe("run/src_vocab.json"),
+         note="run/src_vocab.json: a named pipe", process=PIPE),
     Case("vocab-not-utf8", RUN_FILES, (*TR, SENTENCE), 1,
          "src_vocab.json: not UTF-8 text", "exit 1, names the file",
          setup=write("run/src_vocab.json", b'{"tokens": ["\xff\xfe"]}'),
@@ -1067,6 +1101,19 @@ CASES = [
          "--output map.json: a symbolic link to gone.json, which does not exist: not replaced",
          "exit 1 before any work, the link kept", setup=link("map.json", "gone.json"),
          note="map.json: a link to a file that is gone"),
+    Case("output-a-named-pipe", CLOBBER,
+         ("attention", "--checkpoint", "run", "--output", "map.json", SENTENCE), 1,
+         "--output map.json: not a regular file (a device, a pipe or a socket)",
+         "exit 1 before any work, nothing read from it", setup=pipe("map.json"),
+         note="map.json: a named pipe (mkfifo)", process=PIPE),
+    Case("output-a-device", CLOBBER,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "--output", "/dev/null"), 1,
+         "--output /dev/null: not a regular file (a device, a pipe or a socket)",
+         "exit 1 before translating, nothing read from it"),
+    Case("export-over-a-named-pipe", CLOBBER, ("export-onnx", "--out", "mine"), 1,
+         "mine holds export.json, not an ONNX export's: not replaced",
+         "exit 1, nothing read from it", setup=pipe("mine/export.json"),
+         note="mine/export.json: a named pipe", process=PIPE),
     Case("output-a-loop-of-links", CLOBBER, ("export-ct2", "--out", "a"), 1,
          "--out a: a loop of symbolic links (a -> b): not replaced", "exit 1 before any work",
          setup=both(link("a", "b"), link("b", "a")), note="a, b: links to each other"),
@@ -1717,12 +1764,13 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 207
+IN_PROCESS_ROWS = 208
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,
     "a lock held by another process": 4,
     "20 MB on standard input": 1,
+    PIPE: 7,
 }
 
 
@@ -2172,6 +2220,13 @@ def test_no_command_replaces_a_file_it_did_not_write(capsys, folder, small_data)
             run_cli(capsys, "average", str(run), "--last", "1", "--out", str(run / "avg.pt"))[0]
             == 0
         )
+    # A named pipe beside a record of ours is not its translations: neither read nor replaced.
+    hyp = folder / "res" / "val-last-greedy.en"
+    hyp.unlink()
+    pipe("res/val-last-greedy.en")(folder)
+    fails(capsys, 1, "val-last-greedy.en exists and is not a results record", "evaluate",
+          "--checkpoint", str(run), "--split", "val", "--beam", "1", "--results", res)  # fmt: skip
+    assert stat.S_ISFIFO(hyp.stat().st_mode)
     # A run folder may hold other files (an average, notes) and a log torn by a kill.
     write("run/notes.md", "# my run\n")(folder)
     write("run/metrics.jsonl", '{"step": 1, "kind": "train"}\n{"step": 2, "ki')(folder)

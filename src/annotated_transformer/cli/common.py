@@ -51,8 +51,9 @@ def _probe(folder: Path, option: str, path: Path) -> None:
 def check_output_file(
     path: str | os.PathLike[str], option: str, ours: Callable[[Path], bool], kind: str
 ) -> Path:
-    """Refuse an output file whose folder is missing or cannot be written, a folder, or an existing
-    file that is not `kind` written by this tool (which `ours` tells), which it would replace."""
+    """Refuse an output file whose folder is missing or cannot be written, a folder, a device, a
+    pipe or a socket, or an existing file that is not `kind` written by this tool (which `ours`
+    tells), which it would replace."""
     path = Path(path)
     if path.is_dir():
         raise OSError(f"{option} {path}: a folder, not a file")
@@ -61,6 +62,9 @@ def check_output_file(
         state = "is not a folder" if folder.exists() else "does not exist"
         raise OSError(f"{option} {path}: the folder {folder} {state}")
     _probe(folder, option, path)
+    if path.exists() and not path.is_file():  # (read to tell whether it is ours, it may not end)
+        raise OSError(f"{option} {path}: not a regular file (a device, a pipe or a socket), so "
+                      f"nothing is written there: choose a file's name")  # fmt: skip
     if path.exists() and not ours(path):
         raise OSError(
             f"{option} {path}: the file exists and is not {kind} written by {PROG}, so it is "

@@ -81,7 +81,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     others = []  # files of Multi30k's names that are not its files: a download would replace them
     for name, digest in multi30k.SHA256.items():
         path = folder / name
-        if path.is_dir() or (path.is_file() and not _sha256_is(path, digest)):
+        if path.exists() and not (path.is_file() and _sha256_is(path, digest)):  # (or a pipe)
             others.append(name)
     if others:
         raise OSError(

@@ -198,13 +198,13 @@ def cmd_grid(args: argparse.Namespace) -> int:
     check_output_folder(args.runs, "--runs")
     for name in args.only or names:  # a record is a JSON object of the grid's, with its .val.en
         record, hypotheses = results / f"{name}.json", results / f"{name}.val.en"
-        try:
-            data = json.loads(record.read_text(encoding="utf-8"))
+        try:  # (a pipe or a device is not read: reading it may not end)
+            data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
         except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
             data = None
         ours = isinstance(data, dict) and {"variation", "config"} <= set(data)
         for path in (record, hypotheses):
-            if path.exists() and not ours:
+            if path.exists() and not (ours and path.is_file()):
                 raise OSError(f"--results {results}: {path.name} exists and is not a record of "
                               f"the grid, so it is not replaced: move it away")  # fmt: skip
     return variations.run_grid(args)

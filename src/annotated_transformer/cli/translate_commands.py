@@ -136,9 +136,9 @@ def _check_results(folder: str, split: str, tag: str, target: str = "en") -> Non
     from annotated_transformer.evaluation.scores import is_results_record, results_paths
 
     hyp_path, json_path = results_paths(folder, split, tag, target)
-    ours = json_path.is_file() and is_results_record(json_path) and not hyp_path.is_dir()
-    for path in (json_path, hyp_path):
-        if path.exists() and not ours:
+    record = json_path.is_file() and is_results_record(json_path)
+    for path in (json_path, hyp_path):  # (a folder, a pipe or a device beside a record: not ours)
+        if path.exists() and not (record and path.is_file()):
             raise OSError(
                 f"--results {folder}: {path.name} exists and is not a results record written "
                 f"by {PROG} (or the translations beside one), so it is not replaced: move it "

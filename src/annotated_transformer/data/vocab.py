@@ -220,6 +220,8 @@ FORMAT = "annotated-transformer-vocab"  # what a saved vocabulary says it is
 
 def read_json(path: str | os.PathLike[str]) -> object:
     """The JSON value in the file `path`; a file that is not JSON is an error naming it."""
+    if os.path.exists(path) and not os.path.isfile(path):  # (a pipe's read may never end)
+        raise InputError(f"{path}: not a regular file (a folder, a pipe or a device)")
     try:
         with open(path, encoding="utf-8") as file:
             return json.load(file)

@@ -352,11 +352,12 @@ def check_extraction_folder(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise OSError(f"{out}: a file, not a folder")
     ours = False
-    try:
-        ours = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["format"] == FORMAT
+    others = [name for name in OUTPUTS if (out / name).exists()]
+    try:  # (a pipe or a device is not read: reading it may not end)
+        ours = (out / "manifest.json").is_file() and all((out / n).is_file() for n in others)
+        ours = ours and json.loads((out / "manifest.json").read_text("utf-8"))["format"] == FORMAT
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    others = [name for name in OUTPUTS if (out / name).exists()]
     if others and not ours:
         raise OSError(f"{out} holds {', '.join(others)}, which this tool did not write (no "
                       f"manifest.json of its own): move them away")  # fmt: skip

@@ -58,8 +58,9 @@ EXPORTS = {"ct2": ct2, "hf": hf, "onnx": onnx}  # each export's module: FORMAT, 
 def written_by(folder: Path, module: Any) -> bool:  # module: exports.ct2, .hf or .onnx
     """Whether an export's writer (`module`) wrote `folder`: its record says so, or the folder
     holds the export's first two files (its record lost)."""
-    try:
-        about = json.loads((folder / module.ABOUT).read_text(encoding="utf-8"))
+    record = folder / module.ABOUT
+    try:  # (a pipe or a device is not read: reading it may not end)
+        about = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
     except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
         about = None
     ours = isinstance(about, dict) and about.get("format") == module.FORMAT

@@ -81,7 +81,8 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
             raise FileNotFoundError(f"{path}: no checkpoint-*.pt in this folder")
         path = found[-1]
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
+        what = "not a regular file, so not a checkpoint" if path.exists() else "no such checkpoint"
+        raise FileNotFoundError(f"{path}: {what}")
     payload = read_checkpoint(path, map_location)
     missing = [key for key in REQUIRED if key not in payload]
     if missing:

@@ -127,6 +127,8 @@ def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) ->
 
 def trainer_wrote(path: Path) -> bool:
     """Whether a file named as one of `RUN_FILES` holds what the trainer writes there."""
+    if not path.is_file():  # a folder, a pipe or a device (reading it may not end)
+        return False
     try:
         text = path.read_text(encoding="utf-8")
         if path.name == "metrics.jsonl":  # a record per line; the last may be torn by a kill
@@ -252,6 +254,8 @@ def check_history(run_dir: Path, history: list[str], resume: bool) -> None:
 
 def damage(path: Path) -> str:
     """What is wrong with a run file that does not hold what the trainer writes there."""
+    if not path.is_file():
+        return f"{path} is not a regular file (a folder, a pipe or a device)"
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:

@@ -134,8 +134,9 @@ def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder}: not a folder (the files are written into a folder)")
     there = [name for name in names if (folder / name).exists()]
-    try:
-        ours = json.loads((folder / record).read_text(encoding="utf-8")).get("format") == form
+    try:  # (a record that is a pipe or a device is not read: reading it may not end)
+        ours = (folder / record).is_file() and all((folder / name).is_file() for name in there)
+        ours = ours and json.loads((folder / record).read_text("utf-8")).get("format") == form
     except (OSError, ValueError, AttributeError):  # (missing, not UTF-8, not JSON, not an object)
         ours = False
     if there and not ours:
@@ -293,6 +294,8 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
     (or a FileNotFoundError) naming the file and what is wrong."""
     folder = Path(folder)
     path = folder / record
+    if path.exists() and not path.is_file():  # (a pipe or a device: reading it may not end)
+        raise ModelFolderError(f"{path}: not a regular file (a folder, a pipe or a device)")
     try:
         about = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
