@@ -80,9 +80,11 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
         if not found:
             raise FileNotFoundError(f"{path}: no checkpoint-*.pt in this folder")
         path = found[-1]
+    if path.exists() and not path.is_file():  # (a pipe's read may never end)
+        raise InputError(f"{path} is not a checkpoint written by annotated-transformer: not a "
+                         f"regular file (a pipe or a device)")  # fmt: skip
     if not path.is_file():
-        what = "not a regular file, so not a checkpoint" if path.exists() else "no such checkpoint"
-        raise FileNotFoundError(f"{path}: {what}")
+        raise FileNotFoundError(f"{path}: no such checkpoint")
     payload = read_checkpoint(path, map_location)
     missing = [key for key in REQUIRED if key not in payload]
     if missing:
