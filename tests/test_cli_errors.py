@@ -655,6 +655,16 @@ CASES = [
     Case("folder-without-checkpoint", MISSING, ("evaluate", "--checkpoint", "empty"), 1,
          "empty: no checkpoint-*.pt in this folder", "exit 1, names the folder",
          setup=empty_folder("empty"), note="empty: a folder without checkpoints"),
+    Case("data-dir-a-file", MISSING,
+         ("evaluate", "--checkpoint", "run", "--data-dir", "notes.txt", "--split", "val"), 1,
+         "notes.txt: a file, not a folder; give the folder that holds Multi30k's raw files",
+         "exit 1, names the file", setup=write("notes.txt", "my notes\n"),
+         note="notes.txt: a file"),
+    Case("data-folder-of-the-environment-missing", MISSING,
+         ("evaluate", "--checkpoint", "run", "--split", "val"), 1,
+         "nowhere ($ANNOTATED_TRANSFORMER_MULTI30K): no such folder",
+         "exit 1, names the folder and the variable that named it",
+         env=("ANNOTATED_TRANSFORMER_MULTI30K=nowhere",)),
     Case("data-missing", MISSING,
          ("evaluate", "--checkpoint", "run", "--data-dir", "empty", "--split", "val"), 1,
          "empty/val.de.gz: missing", "exit 1, names the file and where it comes from",
@@ -1765,7 +1775,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 208
+IN_PROCESS_ROWS = 210
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

@@ -193,6 +193,16 @@ def test_multi30k_names_a_missing_file(tmp_path):
         multi30k.fetch("test2016", "de", tmp_path)
 
 
+def test_multi30k_names_a_folder_that_is_not_one_and_who_named_it(tmp_path, monkeypatch):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"notes\.txt: a file, not a folder; give the"):
+        multi30k.fetch("val", "de", notes)
+    monkeypatch.setenv(multi30k.DATA_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match=rf"nowhere \(\${multi30k.DATA_DIR_ENV}\): no such"):
+        multi30k.fetch("val", "de")
+
+
 def test_multi30k_refuses_a_damaged_file(data_dir, tmp_path):
     shutil.copy(Path(data_dir) / "val.de.gz", tmp_path / "val.de.gz")
     with gzip.open(tmp_path / "val.de.gz", "at", encoding="utf-8") as f:

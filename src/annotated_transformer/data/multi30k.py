@@ -109,6 +109,11 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None)
     folder = local_dir(data_dir)
     if folder is None:
         return download(split, lang)
+    if not folder.is_dir():  # (named by the caller, or by the environment variable)
+        state = "a file, not a folder" if folder.exists() else "no such folder"
+        named = "" if data_dir is not None else f" (${DATA_DIR_ENV})"
+        raise FileNotFoundError(f"{folder}{named}: {state}; give the folder that holds Multi30k's "
+                                f"raw files, as in {BASE_URL}")  # fmt: skip
     path = folder / name
     if not path.is_file():
         raise FileNotFoundError(
