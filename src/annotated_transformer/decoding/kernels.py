@@ -40,7 +40,7 @@ from annotated_transformer.util.atomic import (
     sha256_bytes,
     write_export,
 )
-from annotated_transformer.util.errors import InputError, ModelFolderError
+from annotated_transformer.util.errors import InputError, ModelFolderError, first_line
 
 KERNELS_ENV = "ANNOTATED_TRANSFORMER_KERNELS"  # the kernels' folder; "off": neither built nor used
 FORMAT = "annotated-transformer attention kernels"  # the record's "format"
@@ -162,9 +162,8 @@ def build_kernels(h: int, d_k: int, d_v: int, folder: Path | None = None) -> Pat
             for name, masked in zip(FILES, (False, True), strict=True):
                 files[name] = _compiled(_exported(h, d_k, d_v, masked))
     except Exception as error:  # (InvalidCxxCompiler, CppCompileError, ...)
-        first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
         raise KernelsUnavailable(
-            f"cannot compile the attention kernels here ({first or type(error).__name__}): "
+            f"cannot compile the attention kernels here ({first_line(error)}): "
             f"install a C++ compiler (g++ or clang++, or name one in CXX); decoding runs "
             f"without them"
         ) from None

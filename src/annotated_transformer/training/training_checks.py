@@ -152,6 +152,8 @@ def check_step_arguments(micro_batches: Sequence[Batch], clip_norm: float | None
 def check_compile(config: TrainConfig) -> None:
     """With compile=True: torch.compile's inductor imports and finds a C++ compiler, else an
     OSError now, rather than a deep error at the first step."""
+    from annotated_transformer.util.errors import first_line  # (this chapter's cell imports it)
+
     if not config.compile:
         return
     try:
@@ -159,8 +161,7 @@ def check_compile(config: TrainConfig) -> None:
 
         cpp_builder.get_cpp_compiler()
     except Exception as error:  # (import errors, InvalidCxxCompiler, ...)
-        first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
         raise OSError(
-            f"setting compile=true: torch.compile cannot run here ({first or type(error).__name__}"
+            f"setting compile=true: torch.compile cannot run here ({first_line(error)}"
             f"): install a C++ compiler (g++ or clang++, or name one in CXX), or leave compile off"
         ) from None

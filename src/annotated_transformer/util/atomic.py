@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
-from annotated_transformer.util.errors import InputError, ModelFolderError
+from annotated_transformer.util.errors import InputError, ModelFolderError, first_line
 from annotated_transformer.util.locks import LockHeld, hold, release
 
 # What atomic_write leaves behind only if its process is killed: ".NAME.written-by-PID.XXXXXXXX.tmp"
@@ -90,8 +90,7 @@ def why_write_failed(error: BaseException, path: Path) -> str:
             return os.strerror(errno.ENOSPC)
     except (AttributeError, OSError):  # (no statvfs on Windows)
         pass
-    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
-    return f"the write failed ({first or type(error).__name__})"
+    return f"the write failed ({first_line(error)})"
 
 
 def remove_temporaries(folder: str | os.PathLike[str], of: str | None = None) -> list[Path]:

@@ -45,3 +45,10 @@ class SentenceError(InputError):
 
     def __reduce__(self):  # (pickled by a worker process: rebuilt from both fields)
         return type(self), (self.index, self.problem)
+
+
+def first_line(error: BaseException) -> str:
+    """What a one-line message quotes of another library's error (a compiler's, the system's):
+    the first line of its message that is not blank, else the name of its type."""
+    lines = (line.strip() for line in str(error).splitlines())
+    return next((line for line in lines if line), type(error).__name__)
