@@ -581,6 +581,8 @@ PW = ("prepare", "--data-dir", "wmt", "--vocab-size", "300")
 TR = ("translate", "--checkpoint", "run")
 TS = ("translate", "--checkpoint", "shipped")
 SENTENCE = "Ein Hund rennt."
+# The installed package: no command writes into it but the release recipe's (--into-package).
+PACKAGE = Path(annotated_transformer.__file__).parent
 PIPE = "a named pipe: where it is read, the read waits for ever (a process stopped at a timeout)"
 CASES = [
     # What was typed: exit status 2
@@ -1390,6 +1392,21 @@ CASES = [
          ("export-onnx", "--out", str(Path(annotated_transformer.__file__).parent / "web")), 1,
          "web is inside the installed package", "exit 1 before loading anything",
          shown="annotated-transformer export-onnx --out SITE/annotated_transformer/web"),
+    Case("attention-into-the-package", CLOBBER,
+         ("attention", "--checkpoint", "run", "--output", str(PACKAGE / "a.json"), SENTENCE), 1,
+         "a.json: inside the installed package", "exit 1 before any work, the package unchanged",
+         shown=f"annotated-transformer attention --checkpoint run --output "
+               f"SITE/annotated_transformer/a.json '{SENTENCE}'"),
+    Case("train-into-the-package", CLOBBER, (*T, str(PACKAGE / "runs" / "mine")), 1,
+         "mine is inside the installed package", "exit 1 before any work, the package unchanged",
+         shown="annotated-transformer train --preset tiny --out SITE/annotated_transformer/runs/"
+               "mine"),
+    Case("grid-into-the-package", CLOBBER, ("grid", "--only", "base", "--runs", str(PACKAGE)), 1,
+         "--runs " + str(PACKAGE) + ": inside the installed package", "exit 1 before any work",
+         shown="annotated-transformer grid --only base --runs SITE/annotated_transformer"),
+    Case("download-into-the-package", CLOBBER, ("download", "--data-dir", str(PACKAGE / "data")),
+         1, "data: inside the installed package", "exit 1, downloads nothing",
+         shown="annotated-transformer download --data-dir SITE/annotated_transformer/data"),
     # issue 60: input that is not text, lines lost before an error, long lines
     Case("prepare-shard-id-outside-the-vocabulary", MISSING, PW, 1,
          "wmt/shards-bpe300-min2/train.en.ids: token 5 is id 65535, outside the vocabulary of "
@@ -1571,6 +1588,15 @@ def folder(tmp_path: Path) -> Path:
     """A scratch folder holding `run`: a copy of the tiny 0.1.0 run (never the fixture itself)."""
     shutil.copytree(FIXTURE, tmp_path / "run")
     return tmp_path
+
+
+def package_files() -> list[str]:
+    """The files and folders of the installed package (not Python's bytecode caches)."""
+    return sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*")
+        if "__pycache__" not in path.parts
+    )
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -1758,6 +1784,7 @@ def check_one_error_line(stderr: str, status: int, message: str, logs: bool = Fa
 def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, monkeypatch, capfd):
     if case.setup is not None:
         case.setup(folder)
+    package = package_files() if case.id.endswith("into-the-package") else None
     with holding(folder / case.locked) if case.locked else contextlib.nullcontext():
         before = snapshot(folder)
         if case.needs():
@@ -1771,11 +1798,12 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
     after = snapshot(folder)
     assert {name: after.get(name) for name in before} == before  # every file as it was
     assert not [name for name in after if name.endswith(".tmp")]  # no temporary file left
+    assert package is None or package_files() == package  # nothing made in the package
 
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 210
+IN_PROCESS_ROWS = 214
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

@@ -48,13 +48,27 @@ def _probe(folder: Path, option: str, path: Path) -> None:
         ) from None
 
 
+def _check_outside_package(path: Path, option: str) -> None:
+    """Refuse an output inside the installed package: only save-pretrained and the exports write
+    there, told by --into-package (`util.atomic.check_outside_package`)."""
+    from annotated_transformer.util.atomic import package_holding
+
+    package = package_holding(path)
+    if package is not None:
+        raise OSError(
+            f"{option} {path}: inside the installed package ({package}), which no command "
+            f"writes into but the release recipe: choose a place outside it"
+        )
+
+
 def check_output_file(
     path: str | os.PathLike[str], option: str, ours: Callable[[Path], bool], kind: str
 ) -> Path:
-    """Refuse an output file whose folder is missing or cannot be written, a folder, a device, a
-    pipe or a socket, or an existing file that is not `kind` written by this tool (which `ours`
-    tells), which it would replace."""
+    """Refuse an output file inside the installed package, whose folder is missing or cannot be
+    written, a folder, a device, a pipe or a socket, or an existing file that is not `kind`
+    written by this tool (which `ours` tells), which it would replace."""
     path = Path(path)
+    _check_outside_package(path, option)
     if path.is_dir():
         raise OSError(f"{option} {path}: a folder, not a file")
     folder = path.parent
@@ -73,9 +87,14 @@ def check_output_file(
     return path
 
 
-def check_output_folder(path: str | os.PathLike[str], option: str) -> Path:
-    """Refuse an output folder that is a file, or that cannot be created or written in."""
+def check_output_folder(
+    path: str | os.PathLike[str], option: str, into_package: bool = False
+) -> Path:
+    """Refuse an output folder that is a file, or that cannot be created or written in, or that
+    is inside the installed package unless `into_package` (checked by the caller)."""
     path = Path(path)
+    if not into_package:
+        _check_outside_package(path, option)
     existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
     if not existing.is_dir():
         raise OSError(f"{option} {path}: {existing} is a file, not a folder")

@@ -100,9 +100,8 @@ def _out_folder(args: argparse.Namespace) -> Path:
     package unless --into-package (`util.atomic.check_outside_package`), before any work."""
     from annotated_transformer.util.atomic import check_outside_package
 
-    out = check_output_folder(args.out, "--out")
-    check_outside_package(out, getattr(args, "into_package", False))
-    return out
+    check_outside_package(args.out, getattr(args, "into_package", False))
+    return check_output_folder(args.out, "--out", into_package=True)
 
 
 def _writing(args: argparse.Namespace) -> AbstractContextManager[None]:

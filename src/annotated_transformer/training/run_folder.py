@@ -37,7 +37,7 @@ from annotated_transformer.runs.checkpoints import NAME, list_checkpoints
 from annotated_transformer.runs.presets import FROM_THE_DATA, TrainConfig
 from annotated_transformer.training.distributed import Processes
 from annotated_transformer.training.inputs import RunData
-from annotated_transformer.util.atomic import TEMPORARY, WriteFailed, atomic_write
+from annotated_transformer.util.atomic import TEMPORARY, WriteFailed, atomic_write, package_holding
 from annotated_transformer.util.device import describe_device
 from annotated_transformer.util.errors import InputError
 from annotated_transformer.util.locks import LockHeld, hold, open_unfollowed, probe, release
@@ -101,6 +101,9 @@ def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) ->
     run folder whose `RUN_FILES` are the trainer's), or whose history `resume` does not fit."""
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(f"{run_dir} is a file, not a folder: choose a folder for the run (--out)")
+    if (package := package_holding(run_dir)) is not None:  # (the package's own files are there)
+        raise InputError(f"{run_dir} is inside the installed package ({package}): choose a "
+                         f"folder for the run outside it (--out)")  # fmt: skip
     if not held:
         check_not_in_use(run_dir)
     present = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []

@@ -201,13 +201,20 @@ def check_outside_package(folder: str | os.PathLike[str], into_package: bool = F
     unless `into_package`: only the release recipe writes there (`save-pretrained --out
     src/annotated_transformer/pretrained_model --into-package`), so that no command replaces the
     model that every later `translate` uses by mistake."""
-    package = Path(str(resources.files("annotated_transformer"))).resolve()
-    target = Path(folder).resolve()
-    if not into_package and (target == package or package in target.parents):
+    package = package_holding(folder)
+    if not into_package and package is not None:
         raise InputError(
             f"{folder} is inside the installed package ({package}): a command writes there only "
             f"when told to (--into-package; into_package=True in Python): choose another --out"
         )
+
+
+def package_holding(path: str | os.PathLike[str]) -> Path | None:
+    """The installed package's folder when `path` is that folder or inside it (links followed),
+    else None: where no command writes but the release recipe (`check_outside_package`)."""
+    package = Path(str(resources.files("annotated_transformer"))).resolve()
+    target = Path(path).resolve()
+    return package if target == package or package in target.parents else None
 
 
 def remove_dead_writers(folder: Path) -> list[Path]:
