@@ -79,6 +79,8 @@ def test_info_lists_each_generated_module_with_its_chapter(capsys: pytest.Captur
     assert "book/real_world.ipynb" in scores and "book/engineering.ipynb" in scores, scores
     assert "annotated_transformer.model.complexity" in out and "book/background.ipynb" in out
     assert "annotated_transformer.cli " not in out  # hand-written modules are not listed
+    rows = out.split("book (", 1)[1].splitlines()[1:]  # the chapters in one column, however long
+    assert len({row.index("book/") for row in rows}) == 1, rows
 
 
 def test_unknown_command_is_a_clear_error(capsys: pytest.CaptureFixture) -> None:

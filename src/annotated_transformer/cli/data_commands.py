@@ -53,8 +53,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"device: cpu ({torch.get_num_threads()} threads)")
     modules = _generated_modules()
     print(f"modules generated from the book ({len(modules)}):")
+    width = max((len(name) for name, _ in modules), default=0)  # one column for the chapters
     for name, notebook in modules:
-        print(f"  {name:<40} {notebook}")
+        print(f"  {name:<{width}}  {notebook}")
     return 0
 
 
