@@ -86,8 +86,8 @@ def cmd_download(args: argparse.Namespace) -> int:
             others.append(name)
     if others:
         raise OSError(
-            f"{folder} holds {', '.join(others)}, which are not the Multi30k files (their "
-            f"SHA-256 differs) and which a download would replace: move them away"
+            f"{folder} holds {', '.join(others)}, which are not the Multi30k files (another "
+            f"SHA-256, or not a regular file) and which a download would replace: move them away"
         )
     for split in multi30k.SPLITS:
         for lang in multi30k.LANGUAGES:
