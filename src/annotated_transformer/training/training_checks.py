@@ -152,7 +152,8 @@ def check_step_arguments(micro_batches: Sequence[Batch], clip_norm: float | None
 def check_compile(config: TrainConfig) -> None:
     """With compile=True: torch.compile's inductor imports and finds a C++ compiler, else an
     OSError now, rather than a deep error at the first step."""
-    from annotated_transformer.util.errors import first_line  # (this chapter's cell imports it)
+    # (imported here: the module's imports stand in the appendix on settings, which does not use it)
+    from annotated_transformer.util.errors import first_line
 
     if not config.compile:
         return
