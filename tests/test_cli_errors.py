@@ -1049,7 +1049,8 @@ CASES = [
          ("download", "--dataset", "wmt14-en-de", "--max-ratio", "0"), 2,
          "--max-ratio 0.0: give a positive number", "exit 2 before any download"),
     Case("wmt14-onto-other-files", CLOBBER, WMT, 1,
-         "wmt holds train.en, which this tool did not write", "exit 1 before any download",
+         "wmt holds train.en, not a WMT 2014 extraction's: not replaced",
+         "exit 1 before any download",
          setup=both(miniature_mirror(), write("wmt/train.en", "my text\n")),
          note="wmt/train.en: the user's file"),
     # Issue 35, either direction and the paper's presets

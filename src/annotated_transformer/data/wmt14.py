@@ -346,21 +346,11 @@ OUTPUTS = (*(f"{split}.{lang}" for split in SPLITS for lang in LANGUAGES), "mani
 
 
 def check_extraction_folder(out: Path) -> None:
-    """Refuse an output folder that is a file, or holds files of our names that we did not write."""
-    import json
+    """Refuse an output folder that is a file, or holds files of our names that we did not write
+    (its manifest.json not ours): the exports' check (`util.atomic.check_replaceable`)."""
+    from annotated_transformer.util.atomic import check_replaceable
 
-    if out.exists() and not out.is_dir():
-        raise OSError(f"{out}: a file, not a folder")
-    ours = False
-    others = [name for name in OUTPUTS if (out / name).exists()]
-    try:  # (a pipe or a device is not read: reading it may not end)
-        ours = (out / "manifest.json").is_file() and all((out / n).is_file() for n in others)
-        ours = ours and json.loads((out / "manifest.json").read_text("utf-8"))["format"] == FORMAT
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    if others and not ours:
-        raise OSError(f"{out} holds {', '.join(others)}, which this tool did not write (no "
-                      f"manifest.json of its own): move them away")  # fmt: skip
+    check_replaceable(out, OUTPUTS, "manifest.json", FORMAT, "a WMT 2014 extraction's")
 
 
 def sources_from_json(path: str | os.PathLike[str]) -> dict[str, Source]:
