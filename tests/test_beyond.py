@@ -325,6 +325,26 @@ def test_the_grid_is_a_command_and_its_records_name_it(tmp_path, monkeypatch, ca
     )
 
 
+def test_the_grid_replaces_its_own_records_and_no_other_file(tmp_path, monkeypatch, capsys):
+    scores = {"val": {"bleu": {"score": 1.0}, "perplexity": 2.0}, "seconds": 3.0}
+    monkeypatch.setattr(variations, "run", lambda *args, **kwargs: scores)
+    results = tmp_path / "results"
+    results.mkdir()
+    record, hypotheses = results / "A-h1.json", results / "A-h1.val.en"
+    hypotheses.write_text("A dog.\n", encoding="utf-8")
+    args = ["grid", "--only", "A-h1", "--runs", str(tmp_path / "runs"), "--results",
+            str(results), "--device", "cpu"]  # fmt: skip
+    assert cli.main(args) == 1  # translations with no record beside them: not the grid's
+    assert "A-h1.val.en: the file exists and is not the translations beside a record of the " \
+        "grid" in capsys.readouterr().err  # fmt: skip
+    record.write_text(json.dumps({"variation": {"name": "A-h1"}, "config": {}}), "utf-8")
+    assert cli.main(args) == 0  # a record of the grid's, and its translations: replaced
+    record.write_text('{"mine": true}', encoding="utf-8")
+    assert cli.main(args) == 1
+    assert "A-h1.json: the file exists and is not a record of the grid" in capsys.readouterr().err
+    assert record.read_text(encoding="utf-8") == '{"mine": true}'
+
+
 def test_the_grid_runs_its_processes_through_the_command_line(capsys):
     # Each process runs `python -m annotated_transformer ARGS`; one that fails fails the grid.
     commands = {"ok": ["--version"], "bad": ["grid", "--only", "no-such-variation"]}

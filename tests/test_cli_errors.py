@@ -780,7 +780,8 @@ CASES = [
          note="mine.en: the user's file"),
     Case("results-onto-a-file", CLOBBER,
          ("evaluate", "--checkpoint", "run", "--split", "mscoco", "--results", "res"), 1,
-         "mscoco-last-beam4.en exists and is not a results record", "exit 1 before translating",
+         "--results res/mscoco-last-beam4.en: the file exists and is not the translations of a "
+         "results record", "exit 1 before translating",
          setup=write("res/mscoco-last-beam4.en", "my own translations\n"),
          note="res/mscoco-last-beam4.en: the user's file"),
     Case("save-pretrained-over-other-files", CLOBBER, ("save-pretrained", "run", "--out", "mine"),
@@ -802,8 +803,12 @@ CASES = [
          "mine holds config.json, not written by the trainer", "exit 1, reads nothing from it",
          setup=pipe("mine/config.json"), note="mine/config.json: a named pipe",
          process=PIPE),
+    Case("grid-onto-a-file", CLOBBER, ("grid", "--only", "base", "--results", "res"), 1,
+         "--results res/base.json: the file exists and is not a record of the grid",
+         "exit 1 before training", setup=write("res/base.json", '{"mine": true}\n'),
+         note="res/base.json: the user's file"),
     Case("grid-onto-a-named-pipe", CLOBBER, ("grid", "--only", "base", "--results", "res"), 1,
-         "--results res: base.json exists and is not a record of the grid",
+         "--results res/base.json: not a regular file (a device, a pipe or a socket)",
          "exit 1 before training, reads nothing from it", setup=pipe("res/base.json"),
          note="res/base.json: a named pipe", process=PIPE),
     # What the machine did: exit status 1
@@ -937,6 +942,10 @@ CASES = [
          "run/metrics.jsonl is not valid JSON (line 2 column 1", "exit 1, names the file and line",
          setup=write("run/metrics.jsonl", '{"step": 1, "kind": "train"}\n# good run\n'
                      '{"step": 2, "kind": "train"}\n'), note="run/metrics.jsonl: a note added"),
+    Case("metrics-a-named-pipe", RUN_FILES, ("train", "--resume", "--out", "run"), 1,
+         "run/metrics.jsonl is not a regular file (a folder, a pipe or a device): the trainer "
+         "writes a file there: move it away", "exit 1, names the file, reads nothing from it",
+         setup=pipe("run/metrics.jsonl"), note="run/metrics.jsonl: a named pipe", process=PIPE),
     Case("disk-full-in-torch-save", DISK_FULL,
          ("average", "run", "--last", "1", "--out", "average.pt"), 1,
          "cannot write average.pt: No space left on device; the previous file is unchanged",
@@ -1804,13 +1813,13 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 214
+IN_PROCESS_ROWS = 215
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,
     "a lock held by another process": 4,
     "20 MB on standard input": 1,
-    PIPE: 7,
+    PIPE: 8,
 }
 
 
@@ -2233,7 +2242,7 @@ def test_no_command_replaces_a_file_it_did_not_write(capsys, folder, small_data)
     fails(
         capsys,
         1,
-        "val-last-greedy.json exists and is not a results record",
+        "val-last-greedy.json: the file exists and is not a results record",
         "evaluate",
         "--checkpoint",
         str(run),
@@ -2264,7 +2273,7 @@ def test_no_command_replaces_a_file_it_did_not_write(capsys, folder, small_data)
     hyp = folder / "res" / "val-last-greedy.en"
     hyp.unlink()
     pipe("res/val-last-greedy.en")(folder)
-    fails(capsys, 1, "val-last-greedy.en exists and is not a results record", "evaluate",
+    fails(capsys, 1, "val-last-greedy.en: not a regular file (a device, a pipe", "evaluate",
           "--checkpoint", str(run), "--split", "val", "--beam", "1", "--results", res)  # fmt: skip
     assert stat.S_ISFIFO(hyp.stat().st_mode)
     # A run folder may hold other files (an average, notes) and a log torn by a kill.

@@ -65,26 +65,36 @@ def check_output_file(
     path: str | os.PathLike[str], option: str, ours: Callable[[Path], bool], kind: str
 ) -> Path:
     """Refuse an output file inside the installed package, whose folder is missing or cannot be
-    written, a folder, a device, a pipe or a socket, or an existing file that is not `kind`
-    written by this tool (which `ours` tells), which it would replace."""
+    written, or that `check_replaceable_file` refuses to replace."""
     path = Path(path)
     _check_outside_package(path, option)
-    if path.is_dir():
-        raise OSError(f"{option} {path}: a folder, not a file")
     folder = path.parent
     if not folder.is_dir():
         state = "is not a folder" if folder.exists() else "does not exist"
         raise OSError(f"{option} {path}: the folder {folder} {state}")
     _probe(folder, option, path)
+    check_replaceable_file(path, option, ours, kind)
+    return path
+
+
+def check_replaceable_file(
+    path: Path, option: str, ours: Callable[[Path], bool], kind: str,
+    instead: str = "choose another name",
+) -> None:  # fmt: skip
+    """The one check made before a command replaces a file: a `path` that exists is replaced only
+    if it is a regular file that `ours` tells is `kind` written by this tool. A folder, a device, a
+    pipe or a socket is refused before anything reads it (reading a pipe may never end); `instead`
+    ends the message with what the user can do."""
+    if path.is_dir():
+        raise OSError(f"{option} {path}: a folder, not a file")
     if path.exists() and not path.is_file():  # (read to tell whether it is ours, it may not end)
         raise OSError(f"{option} {path}: not a regular file (a device, a pipe or a socket), so "
-                      f"nothing is written there: choose a file's name")  # fmt: skip
+                      f"nothing is written there: {instead}")  # fmt: skip
     if path.exists() and not ours(path):
         raise OSError(
             f"{option} {path}: the file exists and is not {kind} written by {PROG}, so it is "
-            f"not replaced: move it away or choose another name"
+            f"not replaced: move it away or {instead}"
         )
-    return path
 
 
 def check_output_folder(

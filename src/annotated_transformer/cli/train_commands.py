@@ -21,6 +21,7 @@ from annotated_transformer.cli.common import (
     check_device,
     check_output_file,
     check_output_folder,
+    check_replaceable_file,
 )
 from annotated_transformer.cli.model_inputs import check_model_input
 from annotated_transformer.util.errors import InputError
@@ -179,6 +180,21 @@ def _average_last(run_dir: Path) -> int:
     return 5 if config is None else config.average_last
 
 
+def _grid_record(path: Path) -> bool:
+    """Whether `path` is a record `grid` wrote: a JSON object with a variation and a config."""
+    try:  # (no pipe or device is read: reading it may not end)
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
+        return False
+    return isinstance(data, dict) and {"variation", "config"} <= set(data)
+
+
+def _grid_translations(path: Path) -> bool:
+    """Whether `path` (NAME.val.en) stands beside a record `grid` wrote (NAME.json)."""
+    name = path.name.removesuffix(".val.en")
+    return name != path.name and _grid_record(path.with_name(f"{name}.json"))
+
+
 def cmd_grid(args: argparse.Namespace) -> int:
     """Check the grid's options and outputs, then run it (`variations.run_grid`)."""
     from annotated_transformer import variations
@@ -196,15 +212,10 @@ def cmd_grid(args: argparse.Namespace) -> int:
         args.results or f"results/variations-{args.profile}-{device}", "--results"
     )
     check_output_folder(args.runs, "--runs")
-    for name in args.only or names:  # a record is a JSON object of the grid's, with its .val.en
+    for name in args.only or names:  # a record of the grid's, and its translations of val
         record, hypotheses = results / f"{name}.json", results / f"{name}.val.en"
-        try:  # (a pipe or a device is not read: reading it may not end)
-            data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-        except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
-            data = None
-        ours = isinstance(data, dict) and {"variation", "config"} <= set(data)
-        for path in (record, hypotheses):
-            if path.exists() and not (ours and path.is_file()):
-                raise OSError(f"--results {results}: {path.name} exists and is not a record of "
-                              f"the grid, so it is not replaced: move it away")  # fmt: skip
+        instead = "choose another --results folder"
+        check_replaceable_file(record, "--results", _grid_record, "a record of the grid", instead)
+        check_replaceable_file(hypotheses, "--results", _grid_translations,
+                               "the translations beside a record of the grid", instead)  # fmt: skip
     return variations.run_grid(args)

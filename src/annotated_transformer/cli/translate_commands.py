@@ -25,6 +25,7 @@ from annotated_transformer.cli.common import (
     check_device,
     check_output_file,
     check_output_folder,
+    check_replaceable_file,
 )
 from annotated_transformer.cli.model_inputs import check_model_input, open_model
 from annotated_transformer.cli.standard_input import stdin_chunks
@@ -136,14 +137,10 @@ def _check_results(folder: str, split: str, tag: str, target: str = "en") -> Non
     from annotated_transformer.evaluation.scores import is_results_record, results_paths
 
     hyp_path, json_path = results_paths(folder, split, tag, target)
-    record = json_path.is_file() and is_results_record(json_path)
-    for path in (json_path, hyp_path):  # (a folder, a pipe or a device beside a record: not ours)
-        if path.exists() and not (record and path.is_file()):
-            raise OSError(
-                f"--results {folder}: {path.name} exists and is not a results record written "
-                f"by {PROG} (or the translations beside one), so it is not replaced: move it "
-                f"away, or choose another --tag or folder"
-            )
+    instead = "choose another --tag or folder"
+    check_replaceable_file(json_path, "--results", is_results_record, "a results record", instead)
+    check_replaceable_file(hyp_path, "--results", _our_translations,
+                           "the translations of a results record", instead)  # fmt: skip
 
 
 def _check_tag_fits(folder: str, tag: str | None, splits: Sequence[str]) -> None:

@@ -111,8 +111,10 @@ def check_run_folder(run_dir: Path, resume: bool = False, held: bool = False) ->
     named = [name for name in present if name in RUN_FILES or NAME.match(name)]
     foreign = [name for name in named if name in RUN_FILES and not trainer_wrote(run_dir / name)]
     if foreign and (resume or len(foreign) < len(named)):  # a run's own files, damaged
-        raise InputError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: cut short "
-                         f"or hand-edited? Restore it, or move it away")  # fmt: skip
+        then = "cut short or hand-edited? Restore it, or move it away"
+        if not all((run_dir / name).is_file() for name in foreign):  # (a pipe, a folder)
+            then = "the trainer writes a file there: move it away"
+        raise InputError(f"{'; '.join(damage(run_dir / name) for name in foreign)}: {then}")
     if foreign:
         raise InputError(
             f"{run_dir} holds {', '.join(foreign)}, not written by the trainer (not in its "
