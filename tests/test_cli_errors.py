@@ -1049,6 +1049,11 @@ CASES = [
     Case("wmt14-archive-missing", MISSING, WMT, 1,
          "mirror/test-full.tgz: missing", "exit 1, names the archive and its address",
          setup=miniature_mirror(missing="test-full.tgz"), note="mirror: without test-full.tgz"),
+    Case("wmt14-archive-a-named-pipe", MISSING, WMT, 1,
+         "mirror/test-full.tgz: not a regular file; the mirror must hold test-full.tgz",
+         "exit 1, names the archive, reads nothing from it",
+         setup=both(miniature_mirror(missing="test-full.tgz"), pipe("mirror/test-full.tgz")),
+         note="mirror: test-full.tgz a named pipe", process=PIPE),
     Case("wmt14-sides-misaligned", MISSING, WMT, 1,
          "training/europarl-v7.de-en.en has 240 sentences but training/europarl-v7.de-en.de has "
          "239", "exit 1, names both files and counts; no output, no temporary file",
@@ -1819,7 +1824,7 @@ SUBPROCESS_ROWS = {
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,
     "a lock held by another process": 4,
     "20 MB on standard input": 1,
-    PIPE: 8,
+    PIPE: 9,
 }
 
 

@@ -142,9 +142,10 @@ def check_archive(path: Path, source: Source) -> Path:
     """`path`, if it is the archive `source` names (its checksum matches)."""
     import pooch
 
-    if not path.is_file():
+    if not path.is_file():  # (a pipe or a device is not hashed: reading it may not end)
+        state = "not a regular file" if path.exists() else "missing"
         raise FileNotFoundError(
-            f"{path}: missing; the mirror must hold {source.file} ({source.name}), as "
+            f"{path}: {state}; the mirror must hold {source.file} ({source.name}), as "
             f"published at {source.url}"
         )
     algorithm, expected = source.checksum.split(":")
@@ -165,7 +166,8 @@ def copy_file(url: str, output_file: str, pooch_object: object) -> None:
 
     path = Path(url2pathname(urlparse(url).path))
     if not path.is_file():
-        raise FileNotFoundError(f"{url}: no such file in the mirror")
+        state = "not a regular file" if path.exists() else "no such file"
+        raise FileNotFoundError(f"{url}: {state} in the mirror")
     shutil.copyfile(path, output_file)
 
 
