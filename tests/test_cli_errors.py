@@ -1514,7 +1514,8 @@ CASES = [
          "int8)", setup=ct2_copy(ct2_record(lambda about: about.update(quantization="int8"))),
          note="ct2: its export.json edited from float32 to int8"),
     Case("own-save-pretrained-damaged", RUN_FILES, (*TS, SENTENCE), 1,
-         "the file is damaged or was changed (write the folder again with save-pretrained)",
+         "the file is damaged or was changed, or the folder mixes two writes: write the folder "
+         "again with save-pretrained",
          "exit 1, names the file; not \"reinstall the package\" for a user's own folder",
          setup=both(shipped_with(), write("shipped/bpe.json", "{}")),
          note="shipped: a save-pretrained folder whose bpe.json was replaced"),

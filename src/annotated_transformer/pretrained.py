@@ -34,8 +34,8 @@ from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util import atomic
 from annotated_transformer.util.atomic import (  # (the package's one hasher)
     atomic_write,
+    check_sum,
     sha256,
-    sums_shown,
     writing,
 )
 from annotated_transformer.util.errors import InputError
@@ -174,16 +174,7 @@ def check_files(folder: str | os.PathLike[str]) -> dict[str, str]:
             "write the folder again with save-pretrained")  # fmt: skip
     sums = read_sums(folder)
     for name, expected in sums.items():
-        path = folder / name
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing ({mend})")
-        actual = sha256(path)
-        if actual != expected:
-            actual, expected = sums_shown(actual, expected)
-            raise InputError(
-                f"{path}: SHA-256 {actual} differs from SHA256SUMS ({expected}): "
-                f"the file is damaged or was changed ({mend})"
-            )
+        check_sum(folder, name, expected, SUMS, mend)  # (the exports' check)
     return sums
 
 

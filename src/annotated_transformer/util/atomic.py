@@ -329,19 +329,23 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
     return about
 
 
-def check_sum(folder: Path, name: str, expected: object, record: str) -> None:
-    """The file `name` of `folder` has the SHA-256 `expected` that `record` gives."""
+def check_sum(folder: Path, name: str, expected: object, record: str,
+              mend: str = "export again") -> None:  # fmt: skip
+    """The file `name` of `folder` has the SHA-256 `expected` that `record` gives, or an error
+    that ends with `mend`, what puts it right. Every folder of files checked against their
+    sums (an export, a shipped model) is checked by this one function."""
     if not isinstance(expected, str) or Path(name).name != name or name in ("", ".", ".."):
         raise ModelFolderError(f"{folder / record}: sha256 has a bad entry {name!r}: {expected!r}")
     path = folder / name
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing ({record} lists it)")
+    if not path.is_file():  # (a pipe or a device is not hashed: reading it may not end)
+        state = "not a regular file" if path.exists() else "missing"
+        raise FileNotFoundError(f"{path}: {state} ({record} lists it): {mend}")
     actual = sha256(path)
     if actual != expected:
         actual, expected = sums_shown(actual, expected)
         raise ModelFolderError(
-            f"{path}: SHA-256 {actual} differs from {record} "
-            f"({expected}): the folder mixes two exports or was changed; export again"
+            f"{path}: SHA-256 {actual} differs from {record} ({expected}): the file is damaged "
+            f"or was changed, or the folder mixes two writes: {mend}"
         )
 
 
