@@ -1422,6 +1422,16 @@ CASES = [
     Case("download-into-the-package", CLOBBER, ("download", "--data-dir", str(PACKAGE / "data")),
          1, "data: inside the installed package", "exit 1, downloads nothing",
          shown="annotated-transformer download --data-dir SITE/annotated_transformer/data"),
+    Case("kernels-into-the-package", CLOBBER, ("kernels",), 1,
+         "kernels ($ANNOTATED_TRANSFORMER_KERNELS) is inside the installed package",
+         "exit 1 before compiling, the package unchanged",
+         env=(f"ANNOTATED_TRANSFORMER_KERNELS={PACKAGE / 'kernels'}",),
+         shown="ANNOTATED_TRANSFORMER_KERNELS=SITE/annotated_transformer/kernels "
+               "annotated-transformer kernels"),
+    Case("kernels-under-a-file", UNWRITABLE, ("kernels",), 1,
+         "notes.txt ($ANNOTATED_TRANSFORMER_KERNELS): notes.txt is a file, not a folder",
+         "exit 1 before compiling", setup=write("notes.txt", "my notes\n"),
+         env=("ANNOTATED_TRANSFORMER_KERNELS=notes.txt",), note="notes.txt: the user's file"),
     # issue 60: input that is not text, lines lost before an error, long lines
     Case("prepare-shard-id-outside-the-vocabulary", MISSING, PW, 1,
          "wmt/shards-bpe300-min2/train.en.ids: token 5 is id 65535, outside the vocabulary of "
@@ -1819,7 +1829,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 215
+IN_PROCESS_ROWS = 217
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

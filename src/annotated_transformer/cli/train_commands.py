@@ -182,11 +182,10 @@ def _average_last(run_dir: Path) -> int:
 
 def _grid_record(path: Path) -> bool:
     """Whether `path` is a record `grid` wrote: a JSON object with a variation and a config."""
-    try:  # (no pipe or device is read: reading it may not end)
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
-        return False
-    return isinstance(data, dict) and {"variation", "config"} <= set(data)
+    from annotated_transformer.util.atomic import read_json_object
+
+    data = read_json_object(path)
+    return data is not None and {"variation", "config"} <= set(data)
 
 
 def _grid_translations(path: Path) -> bool:

@@ -37,6 +37,7 @@ from annotated_transformer.decoding.cache import fused_attention
 from annotated_transformer.util.atomic import (
     check_export,
     check_replaceable,
+    package_holding,
     sha256_bytes,
     write_export,
 )
@@ -143,6 +144,22 @@ def _compiled(program: Any) -> bytes:
         return files.read(library)
 
 
+def _check_kernel_folder(folder: Path) -> None:
+    """Refuse, before the compile rather than after it, a kernels' folder that would not be
+    written: inside the installed package, under a file, or holding files not of kernels."""
+    chosen = os.environ.get(KERNELS_ENV)  # (named in the message when it named the folder)
+    named = f" (${KERNELS_ENV})" if chosen and Path(chosen) == folder.parent else ""
+    package = package_holding(folder)
+    if package is not None:
+        raise KernelsUnavailable(f"{folder.parent}{named} is inside the installed package "
+                                 f"({package}), which no command writes into: name a folder "
+                                 f"outside it")  # fmt: skip
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        raise KernelsUnavailable(f"{folder.parent}{named}: {existing} is a file, not a folder")
+    check_replaceable(folder, [*FILES, RECORD], RECORD, FORMAT, "attention kernels")
+
+
 def build_kernels(h: int, d_k: int, d_v: int, folder: Path | None = None) -> Path:
     """Compile the two attentions for (h, d_k, d_v) with AOTInductor and write them into `folder`
     (default `kernel_folder`), whole, with their record; the folder. Seconds, once: a later
@@ -151,7 +168,7 @@ def build_kernels(h: int, d_k: int, d_v: int, folder: Path | None = None) -> Pat
     folder = folder or kernel_folder(h, d_k, d_v)
     if folder is None:
         raise KernelsUnavailable(f"{KERNELS_ENV}=off: the attention kernels are turned off")
-    check_replaceable(folder, [*FILES, RECORD], RECORD, FORMAT, "attention kernels")
+    _check_kernel_folder(folder)
     began, files = time.perf_counter(), {}
     try:
         from torch._inductor import cpp_builder

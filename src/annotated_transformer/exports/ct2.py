@@ -180,11 +180,8 @@ def export_ct2(model: nn.Module, bpe: BPETokenizer, config: TrainConfig,
 
 def read_about(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     """export.json of a CTranslate2 export in `folder`, or None if the folder is not one."""
-    try:
-        about = json.loads((Path(folder) / ABOUT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return about if isinstance(about, dict) and about.get("format") == FORMAT else None
+    about = atomic.read_json_object(Path(folder) / ABOUT)
+    return about if about is not None and about.get("format") == FORMAT else None
 
 
 def check_replaceable(folder: Path) -> None:

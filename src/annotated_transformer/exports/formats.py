@@ -13,7 +13,6 @@ translator (`TranslatorLike`); the transformers and ONNX exports are recognised 
 naming what reads them. The command line, the Python API and the benchmarks open models here.
 """
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from annotated_transformer.exports import ct2, hf, onnx
 from annotated_transformer.translator import Translator, TranslatorLike
+from annotated_transformer.util import atomic
 from annotated_transformer.util.errors import InputError, ModelFolderError, UsageError
 
 
@@ -58,12 +58,8 @@ EXPORTS = {"ct2": ct2, "hf": hf, "onnx": onnx}  # each export's module: FORMAT, 
 def written_by(folder: Path, module: Any) -> bool:  # module: exports.ct2, .hf or .onnx
     """Whether an export's writer (`module`) wrote `folder`: its record says so, or the folder
     holds the export's first two files (its record lost)."""
-    record = folder / module.ABOUT
-    try:  # (a pipe or a device is not read: reading it may not end)
-        about = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-    except (OSError, ValueError):  # (missing, not UTF-8, not JSON)
-        about = None
-    ours = isinstance(about, dict) and about.get("format") == module.FORMAT
+    about = atomic.read_json_object(folder / module.ABOUT)
+    ours = about is not None and about.get("format") == module.FORMAT
     return ours or all((folder / name).is_file() for name in module.FILES[:2])
 
 

@@ -28,7 +28,7 @@ from annotated_transformer.data.corpus import (
 from annotated_transformer.data.vocab import Tokenizer, Vocab
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.training.distributed import torchrun_environment
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write, read_json_object
 from annotated_transformer.util.settings import SettingError
 
 
@@ -177,9 +177,5 @@ def remember_data_dir(
 
 
 def read_run_json(run_dir: Path) -> dict:
-    """What run.json holds, or {} if it is missing or not an object."""
-    try:
-        about = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return about if isinstance(about, dict) else {}
+    """What run.json holds, or {} if it is missing, not a regular file or not an object."""
+    return read_json_object(run_dir / "run.json") or {}

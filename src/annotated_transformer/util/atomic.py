@@ -125,6 +125,20 @@ def running(pid: int) -> bool:
     return True
 
 
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object `path` holds, or None: missing, not a regular file (a pipe or a device is
+    not read: reading it may not end), unreadable, not UTF-8, not JSON, or not an object. For
+    telling whether a file is a record of ours; a reader that must say what is wrong reads the
+    file itself."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str,
                       whose: str) -> None:  # fmt: skip
     """Refuse a `folder` that is a file, or that holds files of `names` while its `record` (a JSON
@@ -133,11 +147,9 @@ def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder}: not a folder (the files are written into a folder)")
     there = [name for name in names if (folder / name).exists()]
-    try:  # (a record that is a pipe or a device is not read: reading it may not end)
-        ours = (folder / record).is_file() and all((folder / name).is_file() for name in there)
-        ours = ours and json.loads((folder / record).read_text("utf-8")).get("format") == form
-    except (OSError, ValueError, AttributeError):  # (missing, not UTF-8, not JSON, not an object)
-        ours = False
+    about = read_json_object(folder / record)
+    ours = about is not None and about.get("format") == form
+    ours = ours and all((folder / name).is_file() for name in there)  # (no pipe, no folder)
     if there and not ours:
         raise FileExistsError(f"{folder} holds {', '.join(there)}, not {whose}: not replaced")
 
