@@ -1432,6 +1432,11 @@ CASES = [
          "notes.txt ($ANNOTATED_TRANSFORMER_KERNELS): notes.txt is a file, not a folder",
          "exit 1 before compiling", setup=write("notes.txt", "my notes\n"),
          env=("ANNOTATED_TRANSFORMER_KERNELS=notes.txt",), note="notes.txt: the user's file"),
+    Case("wmt14-data-folder-under-a-file", UNWRITABLE,
+         ("download", "--dataset", "wmt14-en-de", "--mirror", "mirror"), 1,
+         "$ANNOTATED_TRANSFORMER_WMT14 notes.txt/wmt: notes.txt is a file, not a folder",
+         "exit 1 before reading the mirror", setup=write("notes.txt", "my notes\n"),
+         env=("ANNOTATED_TRANSFORMER_WMT14=notes.txt/wmt",), note="notes.txt: the user's file"),
     # issue 60: input that is not text, lines lost before an error, long lines
     Case("prepare-shard-id-outside-the-vocabulary", MISSING, PW, 1,
          "wmt/shards-bpe300-min2/train.en.ids: token 5 is id 65535, outside the vocabulary of "
@@ -1829,7 +1834,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 217
+IN_PROCESS_ROWS = 218
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

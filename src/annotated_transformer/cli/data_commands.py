@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import pkgutil
 import platform
 import sys
@@ -105,7 +106,8 @@ def _download_wmt14(args: argparse.Namespace) -> int:
             raise UsageError(f"{option} {value}: give a positive number")
     wmt14.check_mirror(args.mirror)
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
-    check_output_folder(folder, "--data-dir" if args.data_dir is not None else "the cache")
+    named = "$" + wmt14.DATA_DIR_ENV if os.environ.get(wmt14.DATA_DIR_ENV) else "the cache"
+    check_output_folder(folder, "--data-dir" if args.data_dir is not None else named)
     wmt14.check_extraction_folder(folder)
     sources = wmt14.SOURCES
     if args.test_sources is not None:  # a miniature mirror's own checksums: for tests only
