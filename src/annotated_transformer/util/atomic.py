@@ -125,11 +125,12 @@ def running(pid: int) -> bool:
     return True
 
 
-def read_json_object(path: Path) -> dict[str, Any] | None:
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The JSON object `path` holds, or None: missing, not a regular file (a pipe or a device is
     not read: reading it may not end), unreadable, not UTF-8, not JSON, or not an object. For
     telling whether a file is a record of ours; a reader that must say what is wrong reads the
     file itself."""
+    path = Path(path)
     if not path.is_file():
         return None
     try:
