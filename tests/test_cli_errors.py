@@ -1449,6 +1449,16 @@ CASES = [
          "exit 1 before any step (not an IndexError mid-epoch), names the file",
          setup=text_then(rewritten("shards-bpe300-min2/train.de.ids", id_at(0, 300))),
          note="wmt/shards-bpe300-min2/train.de.ids: its first id made 300, one past the last"),
+    Case("train-shard-offsets-a-named-pipe", MISSING, TW, 1,
+         "wmt/shards-bpe300-min2/train.en.offsets.npy: not a regular file (a folder, a pipe or a "
+         "device): the shard is damaged", "exit 1 before any step, reads nothing from it",
+         setup=text_then(pipe("shards-bpe300-min2/train.en.offsets.npy")),
+         note="wmt/shards-bpe300-min2/train.en.offsets.npy: a named pipe", process=PIPE),
+    Case("prepare-shard-ids-a-named-pipe", MISSING, PW, 1,
+         "wmt/shards-bpe300-min2/train.de.ids: not a regular file (a folder, a pipe or a device)",
+         "exit 1, names the file; not \"None bytes\"",
+         setup=text_then(pipe("shards-bpe300-min2/train.de.ids")),
+         note="wmt/shards-bpe300-min2/train.de.ids: a named pipe", process=PIPE),
     Case("prepare-shard-vocab-size-edited", MISSING, PW, 1,
          "wmt/shards-bpe300-min2/train.json: vocab_size 70,000, but bpe.json holds 300 pieces",
          "exit 1, names both files",
@@ -1840,7 +1850,7 @@ SUBPROCESS_ROWS = {
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,
     "a lock held by another process": 4,
     "20 MB on standard input": 1,
-    PIPE: 9,
+    PIPE: 11,
 }
 
 

@@ -198,6 +198,7 @@ def shard_loader(
 def read_shard_meta(folder: Path, split: str) -> dict:
     """The description of a shard, refusing one that is missing, foreign or cut short."""
     path = folder / f"{split}.json"
+    check_regular(path)
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -209,13 +210,24 @@ def read_shard_meta(folder: Path, split: str) -> dict:
     check_shard_keys(meta, path)
     for lang in meta["languages"]:
         ids = folder / f"{split}.{lang}.ids"
-        size = ids.stat().st_size if ids.is_file() else None
+        check_regular(ids)
+        if not ids.exists():
+            raise FileNotFoundError(f"{ids}: missing: the shard is incomplete; write it again")
+        size = ids.stat().st_size
         expected = meta["tokens"][lang] * np.dtype(meta["dtype"]).itemsize
         if size != expected:
             raise InputError(f"{ids}: {size} bytes, expected {expected} (from {path}): the "
                              f"shard is damaged or was cut short; write it again")  # fmt: skip
         check_ids(ids, meta)
     return meta
+
+
+def check_regular(path: Path) -> None:
+    """Refuse a file of a shard that is there but is not a regular file: a folder, or a pipe or a
+    device, which a reader would wait on for ever."""
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path}: not a regular file (a folder, a pipe or a device): the shard "
+                         f"is damaged; write it again")  # fmt: skip
 
 
 def check_ids(path: Path, meta: dict) -> None:
@@ -260,6 +272,7 @@ def open_offsets(folder: Path, split: str, lang: str, meta: dict) -> np.ndarray:
     """The offsets of one side of a shard, memory-mapped, refusing a file cut short or one that
     does not fit the description (pairs + 1 of them, from 0 to the side's token count)."""
     path = folder / f"{split}.{lang}.offsets.npy"
+    check_regular(path)
     try:
         offsets = np.load(path, mmap_mode="r")
     except FileNotFoundError:
