@@ -378,3 +378,30 @@ def test_plain_ctranslate2_translates_as_ct2translator_on_test2016(shipped, tmp_
         theirs = [shipped.bpe.detokenize(result.hypotheses[0]) for result in found]
         equal = sum(a == b for a, b in zip(theirs, ours.translate(sentences, beam), strict=True))
         assert equal == (200 if beam == 1 else PLAIN_BEAM_EQUAL), (beam, equal)
+
+
+READERS = """
+import sys
+from pathlib import Path
+
+from annotated_transformer.evaluation.attention_maps import is_attention_record
+from annotated_transformer.evaluation.scores import is_results_record
+from annotated_transformer.exports.ct2 import read_about
+from annotated_transformer.training.inputs import read_run_json
+from annotated_transformer.util.atomic import read_json_object
+
+pipe = Path(sys.argv[1])  # export.json and run.json: a pipe, and a link to it
+print(is_attention_record(pipe), is_results_record(pipe), read_json_object(pipe),
+      read_about(pipe.parent), read_run_json(pipe.parent))
+"""
+
+
+def test_the_readers_of_our_records_never_wait_on_a_pipe(tmp_path):
+    # Each tells whether a file is a record of ours; a named pipe is none, and is not read (a
+    # read would wait for a writer that never comes). In a process of its own, with a timeout.
+    os.mkfifo(tmp_path / "export.json")
+    (tmp_path / "run.json").symlink_to("export.json")
+    done = subprocess.run([sys.executable, "-c", READERS, str(tmp_path / "export.json")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "None", "None", "{}"]

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated_transformer.model.masks import subsequent_mask
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write, read_json_object
 from annotated_transformer.util.errors import InputError
 
 KINDS = ("encoder", "decoder", "cross")  # self-attention in each stack, and decoder → source
@@ -82,9 +82,5 @@ def save_attention_maps(
 
 def is_attention_record(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a file that `save_attention_maps` wrote: JSON with its fields."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            record = json.load(file)
-    except (OSError, ValueError):  # (not JSON, or not UTF-8)
-        return False
-    return isinstance(record, dict) and {"src_tokens", "tgt_tokens", *KINDS} <= set(record)
+    record = read_json_object(path)  # (None for a pipe, which it does not read)
+    return record is not None and {"src_tokens", "tgt_tokens", *KINDS} <= set(record)
