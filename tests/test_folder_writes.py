@@ -384,6 +384,7 @@ READERS = """
 import sys
 from pathlib import Path
 
+from annotated_transformer.data.wmt14 import sources_from_json
 from annotated_transformer.evaluation.attention_maps import is_attention_record
 from annotated_transformer.evaluation.scores import is_results_record
 from annotated_transformer.exports.ct2 import read_about
@@ -393,6 +394,10 @@ from annotated_transformer.util.atomic import read_json_object
 pipe = Path(sys.argv[1])  # export.json and run.json: a pipe, and a link to it
 print(is_attention_record(pipe), is_results_record(pipe), read_json_object(pipe),
       read_about(pipe.parent), read_run_json(pipe.parent))
+try:  # a reader that names what is wrong: refused, unread
+    sources_from_json(pipe)
+except ValueError as error:
+    print(str(error).replace(str(pipe), "PIPE"))
 """
 
 
@@ -404,4 +409,6 @@ def test_the_readers_of_our_records_never_wait_on_a_pipe(tmp_path):
     done = subprocess.run([sys.executable, "-c", READERS, str(tmp_path / "export.json")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "False", "None", "None", "{}"]
+    first, second = done.stdout.splitlines()
+    assert first.split() == ["False", "False", "None", "None", "{}"]
+    assert second == "PIPE: not a regular file (a folder, a pipe or a device)"
