@@ -384,31 +384,39 @@ READERS = """
 import sys
 from pathlib import Path
 
+from annotated_transformer.data import multi30k
+from annotated_transformer.data.vocab import read_json
 from annotated_transformer.data.wmt14 import sources_from_json
 from annotated_transformer.evaluation.attention_maps import is_attention_record
-from annotated_transformer.evaluation.scores import is_results_record
+from annotated_transformer.evaluation.scores import is_results_record, load_results
 from annotated_transformer.exports.ct2 import read_about
+from annotated_transformer.pretrained import read_sums
 from annotated_transformer.training.inputs import read_run_json
 from annotated_transformer.util.atomic import read_json_object
 
-pipe = Path(sys.argv[1])  # export.json and run.json: a pipe, and a link to it
+pipe = Path(sys.argv[1])  # a pipe, and links to it named as each reader's file
 print(is_attention_record(pipe), is_results_record(pipe), read_json_object(pipe),
       read_about(pipe.parent), read_run_json(pipe.parent))
-try:  # a reader that names what is wrong: refused, unread
-    sources_from_json(pipe)
-except ValueError as error:
-    print(str(error).replace(str(pipe), "PIPE"))
+for read in (sources_from_json, load_results, read_json, lambda _: read_sums(pipe.parent),
+             lambda _: multi30k.fetch("val", "de", pipe.parent)):  # readers that say what is wrong
+    try:
+        read(pipe)
+    except ValueError as error:
+        print(str(error).replace(str(pipe.parent), "DIR"))
 """
 
 
 def test_the_readers_of_our_records_never_wait_on_a_pipe(tmp_path):
-    # Each tells whether a file is a record of ours; a named pipe is none, and is not read (a
+    # Each reader of a file of ours, given a named pipe: refused or found not ours, unread (a
     # read would wait for a writer that never comes). In a process of its own, with a timeout.
     os.mkfifo(tmp_path / "export.json")
-    (tmp_path / "run.json").symlink_to("export.json")
+    for name in ("run.json", "SHA256SUMS", "val.de.gz"):
+        (tmp_path / name).symlink_to("export.json")
     done = subprocess.run([sys.executable, "-c", READERS, str(tmp_path / "export.json")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    first, second = done.stdout.splitlines()
+    first, *refused = done.stdout.splitlines()
     assert first.split() == ["False", "False", "None", "None", "{}"]
-    assert second == "PIPE: not a regular file (a folder, a pipe or a device)"
+    files = ["export.json"] * 3 + ["SHA256SUMS", "val.de.gz"]
+    assert refused == [f"DIR/{name}: not a regular file (a folder, a pipe or a device)"
+                       for name in files]  # fmt: skip

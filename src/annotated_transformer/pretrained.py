@@ -32,8 +32,9 @@ from annotated_transformer.model.transformer import ModelConfig, build_model
 from annotated_transformer.runs.presets import TrainConfig
 from annotated_transformer.runs.saved_run import SavedRun
 from annotated_transformer.util import atomic
-from annotated_transformer.util.atomic import (  # (the package's one hasher)
+from annotated_transformer.util.atomic import (
     atomic_write,
+    check_regular_file,
     check_sum,
     sha256,
     writing,
@@ -146,6 +147,7 @@ SUM_LINE = re.compile(  # sha256sum's lines: text and binary (*) mode, and BSD s
 def read_sums(folder: Path) -> dict[str, str]:
     """SHA256SUMS as {file name: SHA-256}, checked to list exactly the shipped files."""
     path = folder / SUMS
+    check_regular_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (a shipped model's folder lists its files there)")
     try:

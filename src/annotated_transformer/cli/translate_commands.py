@@ -224,10 +224,12 @@ def _newstest_folder(args: argparse.Namespace, splits: list[str], pair: str) -> 
     """The WMT 2014 text folder (--data-dir, else the default), holding every file `splits` read."""
     from annotated_transformer.data import wmt14
     from annotated_transformer.evaluation.newstest import newstest_files
+    from annotated_transformer.util.atomic import check_regular_file
 
     folder = Path(args.data_dir) if args.data_dir is not None else wmt14.data_dir()
     for split in splits:
         for path in newstest_files(split, folder, pair):
+            check_regular_file(path)  # (a pipe is not read: reading it may not end)
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: missing; write it with `{PROG} download "
                                         f"--dataset wmt14-en-de --data-dir {folder}`")  # fmt: skip

@@ -105,6 +105,8 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None)
     """The checked path of one raw file: from the local folder if there is one, else downloaded."""
     import pooch
 
+    from annotated_transformer.util.atomic import check_regular_file
+
     name = file_name(split, lang)
     folder = local_dir(data_dir)
     if folder is None:
@@ -115,6 +117,7 @@ def fetch(split: str, lang: str, data_dir: str | os.PathLike[str] | None = None)
         raise FileNotFoundError(f"{folder}{named}: {state}; give the folder that holds Multi30k's "
                                 f"raw files, as in {BASE_URL}")  # fmt: skip
     path = folder / name
+    check_regular_file(path)  # (a pipe is not read: reading it may not end)
     if not path.is_file():
         raise FileNotFoundError(
             f"{path}: missing; the Multi30k folder must hold the raw file {name} "

@@ -25,6 +25,7 @@ from annotated_transformer.data.batch import Batch, collate
 from annotated_transformer.data.bpe import BPETokenizer
 from annotated_transformer.data.sampler import TokenBudgetBatchSampler
 from annotated_transformer.data.vocab import BOS_ID, EOS_ID, PAD_ID, normalize
+from annotated_transformer.util.atomic import check_regular_file
 from annotated_transformer.util.errors import InputError
 
 SHARD_FORMAT = "annotated-transformer-shard"  # what a prepared folder's manifest says
@@ -198,7 +199,7 @@ def shard_loader(
 def read_shard_meta(folder: Path, split: str) -> dict:
     """The description of a shard, refusing one that is missing, foreign or cut short."""
     path = folder / f"{split}.json"
-    check_regular(path)
+    check_regular_file(path, "the shard is damaged; write it again")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -210,7 +211,7 @@ def read_shard_meta(folder: Path, split: str) -> dict:
     check_shard_keys(meta, path)
     for lang in meta["languages"]:
         ids = folder / f"{split}.{lang}.ids"
-        check_regular(ids)
+        check_regular_file(ids, "the shard is damaged; write it again")
         if not ids.exists():
             raise FileNotFoundError(f"{ids}: missing: the shard is incomplete; write it again")
         size = ids.stat().st_size
@@ -220,14 +221,6 @@ def read_shard_meta(folder: Path, split: str) -> dict:
                              f"shard is damaged or was cut short; write it again")  # fmt: skip
         check_ids(ids, meta)
     return meta
-
-
-def check_regular(path: Path) -> None:
-    """Refuse a file of a shard that is there but is not a regular file: a folder, or a pipe or a
-    device, which a reader would wait on for ever."""
-    if path.exists() and not path.is_file():
-        raise InputError(f"{path}: not a regular file (a folder, a pipe or a device): the shard "
-                         f"is damaged; write it again")  # fmt: skip
 
 
 def check_ids(path: Path, meta: dict) -> None:
@@ -272,7 +265,7 @@ def open_offsets(folder: Path, split: str, lang: str, meta: dict) -> np.ndarray:
     """The offsets of one side of a shard, memory-mapped, refusing a file cut short or one that
     does not fit the description (pairs + 1 of them, from 0 to the side's token count)."""
     path = folder / f"{split}.{lang}.offsets.npy"
-    check_regular(path)
+    check_regular_file(path, "the shard is damaged; write it again")
     try:
         offsets = np.load(path, mmap_mode="r")
     except FileNotFoundError:

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from annotated_transformer.data.data_checks import check_vocab_tokens  # (appendix "Settings")
-from annotated_transformer.util.atomic import atomic_write
+from annotated_transformer.util.atomic import atomic_write, check_regular_file
 from annotated_transformer.util.errors import InputError, InputTypeError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"  # the special tokens
@@ -220,8 +220,7 @@ FORMAT = "annotated-transformer-vocab"  # what a saved vocabulary says it is
 
 def read_json(path: str | os.PathLike[str]) -> object:
     """The JSON value in the file `path`; a file that is not JSON is an error naming it."""
-    if os.path.exists(path) and not os.path.isfile(path):  # (a pipe's read may never end)
-        raise InputError(f"{path}: not a regular file (a folder, a pipe or a device)")
+    check_regular_file(path)
     try:
         with open(path, encoding="utf-8") as file:
             return json.load(file)

@@ -359,8 +359,9 @@ def sources_from_json(path: str | os.PathLike[str]) -> dict[str, Source]:
     """A registry of the same archives with other checksums, for tests (a miniature mirror)."""
     import json
 
-    if Path(path).exists() and not Path(path).is_file():  # (a pipe: reading it may not end)
-        raise InputError(f"{path}: not a regular file (a folder, a pipe or a device)")
+    from annotated_transformer.util.atomic import check_regular_file
+
+    check_regular_file(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         sources = {name: Source(**fields) for name, fields in data.items()}

@@ -187,9 +187,10 @@ def write_results(
 
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a results record, checking the fields every record has."""
+    from annotated_transformer.util.atomic import check_regular_file
+
     path = Path(path)
-    if path.exists() and not path.is_file():  # (a pipe or a device: reading it may not end)
-        raise InputError(f"{path}: not a results record (not a regular file)")
+    check_regular_file(path)  # (a pipe is not read: reading it may not end)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:

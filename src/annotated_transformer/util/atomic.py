@@ -140,6 +140,16 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def check_regular_file(path: str | os.PathLike[str], then: str = "",
+                       error: type[Exception] = InputError) -> None:  # fmt: skip
+    """Refuse a `path` that is there but is not a regular file (a folder, a pipe or a device)
+    before anything opens it: reading a pipe waits for a writer that may never come. `then` ends
+    the message (what to do); `error`, its type."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise error(f"{path}: not a regular file (a folder, a pipe or a device)"
+                    + (f": {then}" if then else ""))  # fmt: skip
+
+
 def check_replaceable(folder: Path, names: Sequence[str], record: str, form: str,
                       whose: str) -> None:  # fmt: skip
     """Refuse a `folder` that is a file, or that holds files of `names` while its `record` (a JSON
@@ -313,8 +323,7 @@ def check_export(folder: str | os.PathLike[str], record: str, form: str,
     (or a FileNotFoundError) naming the file and what is wrong."""
     folder = Path(folder)
     path = folder / record
-    if path.exists() and not path.is_file():  # (a pipe or a device: reading it may not end)
-        raise ModelFolderError(f"{path}: not a regular file (a folder, a pipe or a device)")
+    check_regular_file(path, error=ModelFolderError)
     try:
         about = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
