@@ -1161,6 +1161,10 @@ CASES = [
          "exit 2 before translating, names the limit",
          shown="annotated-transformer evaluate --checkpoint run --split val --results res "
                "--tag ttt…t (300 characters)"),
+    Case("evaluate-output-standard-output", VALUE,
+         ("evaluate", "--checkpoint", "run", "--split", "val", "--output", "-"), 2,
+         "--output -: evaluate prints its scores on standard output",
+         "exit 2 before translating; writes no file named -"),
     Case("prepare-vocab-size-one", VALUE, ("prepare", "--vocab-size", "1"), 2,
          "--vocab-size 1: a BPE vocabulary needs room for the 4 specials",
          "exit 2 before reading anything, says the least it takes"),
@@ -1844,7 +1848,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 218
+IN_PROCESS_ROWS = 219
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

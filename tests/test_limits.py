@@ -11,6 +11,7 @@ import json
 import math
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,3 +308,8 @@ def test_a_save_pretrained_folder_is_a_checkpoint(capsys, shipped, translator):
     assert cli.main(["attention", "--checkpoint", str(shipped), "--output", str(out_file),
                      SENTENCE]) == 0  # fmt: skip
     assert json.loads(out_file.read_text(encoding="utf-8"))["translation"] == expected
+    capsys.readouterr()
+    assert cli.main(["attention", "--checkpoint", str(shipped), "--output", "-", SENTENCE]) == 0
+    out = capsys.readouterr().out  # --output -: the same record, alone on standard output
+    assert json.loads(out) == json.loads(out_file.read_text(encoding="utf-8"))
+    assert not (Path.cwd() / "-").exists()

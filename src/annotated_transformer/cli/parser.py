@@ -289,7 +289,8 @@ def _add_attention(commands: Commands) -> None:
         "attention", help="save every head's attention weights for one translated sentence"
     )
     attention.add_argument("--output", required=True, help="JSON file to write (an existing "
-                           "file is replaced only if it is such a file)")  # fmt: skip
+                           "file is replaced only if it is such a file), or - for standard "
+                           "output")  # fmt: skip
     attention.add_argument("text", help="one sentence in the model's source language")
     _model_options(attention)
     attention.set_defaults(run=cmd_attention)

@@ -174,6 +174,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.tag is not None and (not args.tag or "/" in args.tag or args.tag.startswith(".")):
         raise UsageError(f"--tag {args.tag!r}: the tag names files (SPLIT-TAG.json): give a name "
                          f"without / that does not start with a dot")  # fmt: skip
+    if args.output == "-":  # (attention's --output takes -: the scores are evaluate's output)
+        raise UsageError("--output -: evaluate prints its scores on standard output; give the "
+                         "translations a file's name (translate prints them there)")  # fmt: skip
     if args.output:
         check_output_file(args.output, "--output", _our_translations,
                           "the translations of a results record")  # fmt: skip
@@ -294,16 +297,22 @@ def cmd_attention(args: argparse.Namespace) -> int:
     """Translate one sentence and save every head's attention weights for it as JSON."""
     if not normalize(args.text):
         raise UsageError("nothing to translate: give one sentence, in the model's source language")
-    check_output_file(args.output, "--output", _our_attention_file, "an attention file")
+    if args.output != "-":  # (-: standard output)
+        check_output_file(args.output, "--output", _our_attention_file, "an attention file")
     check_model_input(args.checkpoint, "attention")
     check_device(args.device)
+    import json
     import shlex
 
     import torch
 
     from annotated_transformer.data.vocab import BOS, BOS_ID, EOS
     from annotated_transformer.decoding.batched import translate_ids
-    from annotated_transformer.evaluation.attention_maps import attention_maps, save_attention_maps
+    from annotated_transformer.evaluation.attention_maps import (
+        attention_maps,
+        attention_record,
+        save_attention_maps,
+    )
 
     translator = open_model(args, "attention")
     (src,) = translator.encode([args.text])  # (S,): the tokens and </s>
@@ -324,6 +333,10 @@ def cmd_attention(args: argparse.Namespace) -> int:
         "unknown_words": translator.unknown_words(args.text),
     }
     src_tokens = [*translator.tokenizer(args.text), EOS]
+    if args.output == "-":  # the record alone, for a pipe (`| jq .translation`)
+        record = attention_record(maps, src_tokens, [BOS, *words], about)
+        print(json.dumps(record, ensure_ascii=False))
+        return 0
     save_attention_maps(args.output, maps, src_tokens, [BOS, *words], about)
     print(f"{translation}\nwrote {args.output}")
     return 0

@@ -69,15 +69,22 @@ def save_attention_maps(
     about: dict[str, Any],
 ) -> None:
     """Write maps and their token labels as JSON (weights to 4 decimals), atomically."""
-    record = {
+    with atomic_write(path, "w") as file:
+        json.dump(attention_record(maps, src_tokens, tgt_tokens, about), file, ensure_ascii=False)
+        file.write("\n")
+
+
+def attention_record(
+    maps: dict[str, Tensor], src_tokens: list[str], tgt_tokens: list[str], about: dict[str, Any]
+) -> dict[str, Any]:
+    """What `save_attention_maps` writes: `about`, the token labels, and each kind of map (each
+    (N, h, rows, columns)) as nested lists, to 4 decimals."""
+    return {
         **about,
         "src_tokens": src_tokens,
         "tgt_tokens": tgt_tokens,
         **{kind: torch.round(maps[kind].float(), decimals=4).tolist() for kind in KINDS},
     }
-    with atomic_write(path, "w") as file:
-        json.dump(record, file, ensure_ascii=False)
-        file.write("\n")
 
 
 def is_attention_record(path: str | os.PathLike[str]) -> bool:
