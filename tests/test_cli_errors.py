@@ -1163,8 +1163,13 @@ CASES = [
                "--tag ttt…t (300 characters)"),
     Case("evaluate-output-standard-output", VALUE,
          ("evaluate", "--checkpoint", "run", "--split", "val", "--output", "-"), 2,
-         "--output -: evaluate prints its scores on standard output",
+         "--output -: evaluate writes a file or folder here, not to standard output",
          "exit 2 before translating; writes no file named -"),
+    Case("average-out-standard-output", VALUE, ("average", "run", "--last", "1", "--out", "-"),
+         2, "--out -: average writes a file or folder here, not to standard output: give its "
+         "name (./- for one named -)", "exit 2 before loading anything; writes no file named -"),
+    Case("download-data-dir-standard-output", VALUE, ("download", "--data-dir", "-"), 2,
+         "--data-dir -: download writes a file or folder here", "exit 2; makes no folder named -"),
     Case("prepare-vocab-size-one", VALUE, ("prepare", "--vocab-size", "1"), 2,
          "--vocab-size 1: a BPE vocabulary needs room for the 4 specials",
          "exit 2 before reading anything, says the least it takes"),
@@ -1848,7 +1853,7 @@ def test_a_bad_input_gets_one_line_and_loses_nothing(case, folder, full_disk, mo
 
 # The rows that run as a subprocess, by reason; every other row runs in this interpreter. A row
 # added, or changed so that it needs a process of its own (or no longer does), changes these.
-IN_PROCESS_ROWS = 219
+IN_PROCESS_ROWS = 221
 SUBPROCESS_ROWS = {
     "a standard stream closed or /dev/full (the process's own descriptors)": 5,
     "a failure injected by sitecustomize.py (FULL_DISK)": 6,

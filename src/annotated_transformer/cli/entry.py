@@ -46,6 +46,7 @@ def _fail(error: BaseException, status: int) -> int:
 
 OUTPUTS = ("out", "output", "results", "runs", "data_dir", "checkpoint")  # paths typed
 WRITTEN = ("out", "output", "results", "runs")  # the paths written to
+TO_STANDARD_OUTPUT = {("attention", "output")}  # where `-` names standard output, as is usual
 
 
 def _check_not_a_broken_link(path: Path, option: str) -> None:
@@ -80,6 +81,10 @@ def _check_paths_and_stdout(args: argparse.Namespace) -> None:
         option = "--" + name.replace("_", "-")
         if isinstance(value, str) and not value.strip():
             raise UsageError(f"{option} {value!r}: an empty path; give a file or folder name")
+        written = name in WRITTEN or (args.command, name) == ("download", "data_dir")
+        if value == "-" and written and (args.command, name) not in TO_STANDARD_OUTPUT:
+            raise UsageError(f"{option} -: {args.command} writes a file or folder here, not to "
+                             f"standard output: give its name (./- for one named -)")  # fmt: skip
         if isinstance(value, str) and name in WRITTEN:
             _check_not_a_broken_link(Path(value), option)
     if args.command == "train":  # (it logs on standard error)

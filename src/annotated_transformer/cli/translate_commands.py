@@ -174,9 +174,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.tag is not None and (not args.tag or "/" in args.tag or args.tag.startswith(".")):
         raise UsageError(f"--tag {args.tag!r}: the tag names files (SPLIT-TAG.json): give a name "
                          f"without / that does not start with a dot")  # fmt: skip
-    if args.output == "-":  # (attention's --output takes -: the scores are evaluate's output)
-        raise UsageError("--output -: evaluate prints its scores on standard output; give the "
-                         "translations a file's name (translate prints them there)")  # fmt: skip
     if args.output:
         check_output_file(args.output, "--output", _our_translations,
                           "the translations of a results record")  # fmt: skip
