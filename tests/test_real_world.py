@@ -352,6 +352,9 @@ def test_translate_arguments_and_stdin(tiny_run, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Hund.\nEine Frau.\n"))
     code, out, _ = run_cli(capsys, "translate", "--checkpoint", str(tiny_run))
     assert code == 0 and len(out.splitlines()) == 2
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Ein Hund.\nEine Frau.\n"))
+    code, dash, _ = run_cli(capsys, "translate", "--checkpoint", str(tiny_run), "-")
+    assert code == 0 and dash == out  # -, alone: standard input, as is usual
 
 
 def test_translate_refuses_empty_and_over_long_input(tiny_run, capsys, monkeypatch):

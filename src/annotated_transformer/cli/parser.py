@@ -224,7 +224,8 @@ def _add_translate(commands: Commands) -> None:
         "translate", help="translate sentences from the model's source language into its target "
         "(the shipped model: German into English)",
     )  # fmt: skip
-    translate.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
+    translate.add_argument("text", nargs="*", help="sentences (default, or -: one per line on "
+                           "stdin)")  # fmt: skip
     _model_options(translate)
     translate.add_argument(
         "--chunk", type=_count(high=1_000_000), default=CHUNK_LINES, metavar="LINES",

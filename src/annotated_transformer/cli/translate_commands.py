@@ -41,6 +41,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise OSError("standard output is closed: the translations would be lost")
     check_model_input(args.checkpoint, "translate")
     check_device(args.device)
+    if args.text == ["-"]:  # (-, alone: standard input, as is usual)
+        args.text = []
     chunks = iter([args.text]) if args.text else stdin_chunks(args.chunk)
     read, empty = 0, 0  # empty: lines held until a first sentence comes
     for chunk in chunks:
