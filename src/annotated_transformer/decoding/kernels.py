@@ -36,8 +36,8 @@ from torch import Tensor, nn
 from annotated_transformer.decoding.cache import fused_attention
 from annotated_transformer.util.atomic import (
     check_export,
+    check_outside_package,
     check_replaceable,
-    package_holding,
     sha256_bytes,
     write_export,
 )
@@ -145,15 +145,11 @@ def _compiled(program: Any) -> bytes:
 
 
 def _check_kernel_folder(folder: Path) -> None:
-    """Refuse, before the compile rather than after it, a kernels' folder that would not be
-    written: inside the installed package, under a file, or holding files not of kernels."""
+    """Refuse, before the compile rather than after it, a kernels' folder that `write_export`
+    would refuse: inside the installed package, under a file, or holding files not of kernels."""
+    check_outside_package(folder)  # (the check `write_files` makes, made first)
     chosen = os.environ.get(KERNELS_ENV)  # (named in the message when it named the folder)
     named = f" (${KERNELS_ENV})" if chosen and Path(chosen) == folder.parent else ""
-    package = package_holding(folder)
-    if package is not None:
-        raise KernelsUnavailable(f"{folder.parent}{named} is inside the installed package "
-                                 f"({package}), which no command writes into: name a folder "
-                                 f"outside it")  # fmt: skip
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     if not existing.is_dir():
         raise KernelsUnavailable(f"{folder.parent}{named}: {existing} is a file, not a folder")

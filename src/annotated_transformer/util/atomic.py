@@ -228,7 +228,8 @@ def check_outside_package(folder: str | os.PathLike[str], into_package: bool = F
     if not into_package and package is not None:
         raise InputError(
             f"{folder} is inside the installed package ({package}): a command writes there only "
-            f"when told to (--into-package; into_package=True in Python): choose another --out"
+            f"when told to (--into-package; into_package=True in Python): choose a folder "
+            f"outside it"
         )
 
 
